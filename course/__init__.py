@@ -1,0 +1,20 @@
+"""Helpers the lesson notebooks import: settings, device, data, pictures and metrics.
+
+A function that two lessons need is defined here once and imported by both.
+"""
+
+from course.data import DataNotFoundError, ensure_fashion_mnist, fashion_mnist
+from course.device import describe_device, pick_device
+from course.report import record_metric
+from course.settings import device_from_env, fast_from_env
+
+__all__ = [
+    "DataNotFoundError",
+    "describe_device",
+    "device_from_env",
+    "ensure_fashion_mnist",
+    "fashion_mnist",
+    "fast_from_env",
+    "pick_device",
+    "record_metric",
+]

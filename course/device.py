@@ -1,0 +1,47 @@
+"""Choosing the device once, the way every lesson does it."""
+
+import torch
+
+from course.settings import DEVICE_CHOICES
+
+
+def _mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+
+
+def pick_device(choice: str = "auto") -> torch.device:
+    """Turn ``auto``/``cpu``/``cuda``/``mps`` into a ``torch.device`` that exists here.
+
+    ``auto`` prefers CUDA, then Apple's MPS, then the CPU. Asking for a device this machine
+    lacks is an error rather than a silent fallback, so a GPU run never measures the CPU.
+    """
+    choice = str(choice).strip().lower()
+    if choice not in DEVICE_CHOICES:
+        raise ValueError(f"Unknown device {choice!r}: use one of {', '.join(DEVICE_CHOICES)}.")
+    if choice == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if _mps_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "COURSE_DEVICE=cuda, but torch.cuda.is_available() is False on this machine. "
+            "Set COURSE_DEVICE=auto (or cpu) to run on what is here."
+        )
+    if choice == "mps" and not _mps_available():
+        raise RuntimeError(
+            "COURSE_DEVICE=mps, but torch.backends.mps.is_available() is False on this machine. "
+            "Set COURSE_DEVICE=auto (or cpu) to run on what is here."
+        )
+    return torch.device(choice)
+
+
+def describe_device(device: torch.device) -> str:
+    """A one-line name for reports: ``cpu (2 threads)`` or the GPU's name."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    if device.type == "cpu":
+        return f"cpu ({torch.get_num_threads()} threads)"
+    return device.type

@@ -1,0 +1,41 @@
+"""Recording what a lesson measured, so that the runner can put it in ``build/report.json``.
+
+A metric travels inside the executed notebook, as the metadata of a displayed output:
+no side files, and the notebook that papermill saved is the single record of the run.
+"""
+
+import math
+import numbers
+
+from IPython.display import display
+
+METADATA_KEY = "course_metric"
+
+
+def record_metric(name: str, value: float, unit: str = "") -> float:
+    """Show ``name = value`` and tag it for the report. Returns ``value`` unchanged."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"A metric name must look like a Python identifier, got {name!r}.")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Metric {name!r} must be a real number, got {type(value).__name__}.")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"Metric {name!r} is {value}: only finite numbers go in the report.")
+    text = f"{name} = {value:.4g}{(' ' + unit) if unit else ''}"
+    display(
+        {"text/plain": text},
+        raw=True,
+        metadata={METADATA_KEY: {"name": name, "value": value, "unit": unit}},
+    )
+    return value
+
+
+def metrics_from_notebook(nb) -> dict:
+    """Every metric a lesson recorded, read back from its executed notebook (last value wins)."""
+    found = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            tag = output.get("metadata", {}).get(METADATA_KEY)
+            if tag:
+                found[tag["name"]] = tag["value"]
+    return found

@@ -1,0 +1,203 @@
+"""Checks that grade cells call: each failure says what was expected, what was got, and a hint.
+
+Messages follow the edition's language. The lesson's language cell calls :func:`set_language`;
+hints are given in both languages (``{"es": ..., "en": ...}``) because grade cells are shared
+by the two editions.
+"""
+
+import numbers
+
+import torch
+
+LANGUAGES = ("es", "en")
+_language = "en"
+
+_WORDS = {
+    "es": {
+        "expected": "esperado",
+        "got": "obtenido",
+        "hint": "pista",
+        "detail": "detalle",
+        "wrong": "no es correcto",
+        "values": "los valores no coinciden",
+        "type": "el tipo no es el esperado",
+        "shape": "la forma (shape) no es la esperada",
+        "dtype": "el dtype no es el esperado",
+        "device": "el dispositivo no es el esperado",
+        "no_raise": "debía lanzar una excepción y no lanzó ninguna",
+        "wrong_raise": "lanzó una excepción distinta de la esperada",
+        "returned": "devolvió",
+        "shares": "comparte memoria con el original",
+        "not_shares": "no comparte memoria con el original",
+    },
+    "en": {
+        "expected": "expected",
+        "got": "got",
+        "hint": "hint",
+        "detail": "detail",
+        "wrong": "is not right",
+        "values": "the values differ",
+        "type": "the type is not the expected one",
+        "shape": "the shape is not the expected one",
+        "dtype": "the dtype is not the expected one",
+        "device": "the device is not the expected one",
+        "no_raise": "should have raised an exception and raised none",
+        "wrong_raise": "raised a different exception than expected",
+        "returned": "returned",
+        "shares": "shares memory with the original",
+        "not_shares": "does not share memory with the original",
+    },
+}
+
+
+class CheckFailed(AssertionError):
+    """A grade-cell check that did not pass; its message is meant for the student."""
+
+
+def set_language(language: str) -> None:
+    """Choose the language of every later message (``es`` or ``en``)."""
+    global _language
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    _language = language
+
+
+def get_language() -> str:
+    return _language
+
+
+def say(texts) -> str:
+    """Pick the current language from ``{"es": ..., "en": ...}``; a plain string passes through."""
+    if isinstance(texts, dict):
+        return texts.get(_language) or texts.get("en") or next(iter(texts.values()))
+    return str(texts)
+
+
+def describe(value) -> str:
+    """A short, honest description of a value: tensors show shape, dtype, device and small contents."""
+    if isinstance(value, torch.Tensor):
+        head = f"tensor(shape={tuple(value.shape)}, dtype={value.dtype}, device={value.device})"
+        if value.device.type != "meta" and value.numel() <= 12:
+            head += f" {value.detach().cpu().tolist()}"
+        return head
+    text = repr(value)
+    shown = text if len(text) <= 200 else text[:200] + "..."
+    return f"{shown} ({type(value).__name__})"
+
+
+def fail(name: str, problem: str, expected: str, got: str, hint=None, detail: str = "") -> None:
+    """Raise :class:`CheckFailed` with the course's expected / got / hint layout."""
+    __tracebackhide__ = True
+    words = _WORDS[_language]
+    lines = [f"{say(name)}: {problem}", f"  {words['expected']}: {expected}", f"  {words['got']}: {got}"]
+    if detail:
+        lines.append(f"  {words['detail']}: {detail}")
+    if hint:
+        lines.append(f"  {words['hint']}: {say(hint)}")
+    raise CheckFailed("\n".join(lines))
+
+
+def check_type(got, expected_type, *, name: str, hint=None) -> None:
+    """``got`` is an instance of ``expected_type`` (a class or a tuple of classes)."""
+    __tracebackhide__ = True
+    if not isinstance(got, expected_type):
+        names = (
+            " | ".join(t.__name__ for t in expected_type)
+            if isinstance(expected_type, tuple)
+            else expected_type.__name__
+        )
+        fail(name, _WORDS[_language]["type"], names, describe(got), hint)
+
+
+def check_shape(got, shape, *, name: str, hint=None) -> None:
+    """``got`` is a tensor of exactly this shape."""
+    __tracebackhide__ = True
+    check_type(got, torch.Tensor, name=name, hint=hint)
+    if tuple(got.shape) != tuple(shape):
+        fail(name, _WORDS[_language]["shape"], str(tuple(shape)), str(tuple(got.shape)), hint)
+
+
+def check_dtype(got, dtype, *, name: str, hint=None) -> None:
+    """``got`` is a tensor of this dtype."""
+    __tracebackhide__ = True
+    check_type(got, torch.Tensor, name=name, hint=hint)
+    if got.dtype != dtype:
+        fail(name, _WORDS[_language]["dtype"], str(dtype), str(got.dtype), hint)
+
+
+def check_device(got, device, *, name: str, hint=None) -> None:
+    """``got`` (a tensor or a module) lives on ``device``'s type (``cuda:0`` counts as ``cuda``)."""
+    __tracebackhide__ = True
+    if isinstance(got, torch.nn.Module):
+        tensors = list(got.parameters()) + list(got.buffers())
+        got_types = sorted({t.device.type for t in tensors}) or ["(no parameters)"]
+    else:
+        check_type(got, torch.Tensor, name=name, hint=hint)
+        got_types = [got.device.type]
+    wanted = torch.device(device).type
+    if got_types != [wanted]:
+        fail(name, _WORDS[_language]["device"], wanted, ", ".join(got_types), hint)
+
+
+def check_close(got, expected, *, name: str, hint=None, rtol=None, atol=None) -> None:
+    """``got`` matches ``expected`` within tolerance, through ``torch.testing.assert_close``.
+
+    Type, shape and dtype are checked first so that the message names the first real problem.
+    A Python number may be expected; then ``got`` may be a number or a one-element tensor.
+    """
+    __tracebackhide__ = True
+    if isinstance(expected, numbers.Real) and not isinstance(expected, bool):
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        check_type(got, numbers.Real, name=name, hint=hint)
+        if isinstance(got, bool):
+            fail(name, _WORDS[_language]["type"], "float", describe(got), hint)
+        got, expected = torch.tensor(float(got)), torch.tensor(float(expected))
+    else:
+        check_shape(got, expected.shape, name=name, hint=hint)
+        check_dtype(got, expected.dtype, name=name, hint=hint)
+        got = got.detach().cpu()
+        expected = expected.detach().cpu()
+    try:
+        torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=False)
+    except AssertionError as error:
+        detail = " ".join(str(error).split("\n")[1:3]).strip()
+        fail(name, _WORDS[_language]["values"], describe(expected), describe(got), hint, detail)
+
+
+def check_equal(got, expected, *, name: str, hint=None) -> None:
+    """Exact equality for plain values (ints, strings, tuples, bools), type included."""
+    __tracebackhide__ = True
+    if type(got) is not type(expected) or got != expected:
+        fail(name, _WORDS[_language]["wrong"], describe(expected), describe(got), hint)
+
+
+def check_true(condition: bool, *, name: str, expected: str, got: str, hint=None) -> None:
+    """A condition the other checks cannot express; ``expected``/``got`` describe it."""
+    __tracebackhide__ = True
+    if condition is not True:
+        fail(name, _WORDS[_language]["wrong"], say(expected), say(got), hint)
+
+
+def check_raises(function, exception, *args, name: str, hint=None, **kwargs) -> None:
+    """Calling ``function(*args, **kwargs)`` raises ``exception`` (or a subclass)."""
+    __tracebackhide__ = True
+    words = _WORDS[_language]
+    try:
+        result = function(*args, **kwargs)
+    except exception:
+        return
+    except Exception as error:  # any other exception is the wrong answer, shown as such
+        fail(name, words["wrong_raise"], exception.__name__, f"{type(error).__name__}: {error}", hint)
+    fail(name, words["no_raise"], exception.__name__, f"{words['returned']} {describe(result)}", hint)
+
+
+def check_shares_memory(view, base, expected: bool, *, name: str, hint=None) -> None:
+    """Whether ``view`` uses the same storage as ``base`` (a view) or its own (a copy)."""
+    __tracebackhide__ = True
+    check_type(view, torch.Tensor, name=name, hint=hint)
+    shares = view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    if shares != expected:
+        words = _WORDS[_language]
+        fail(name, words["wrong"], words["shares" if expected else "not_shares"],
+             words["shares" if shares else "not_shares"], hint)

@@ -1,0 +1,52 @@
+"""Execute one notebook with papermill, showing which cell runs (``python -m graders.execute``).
+
+It runs in its own process so that the runner can stop a whole lesson, kernel included,
+when the lesson's time is up.
+"""
+
+import argparse
+import sys
+
+import papermill
+from papermill.engines import NotebookExecutionManager
+
+from graders.kernel import KERNEL_ARGUMENTS
+
+
+def _describe_cell(self, cell, escape_str="papermill_description="):
+    """The grade id, or the first line of code, so the progress bar names the running cell."""
+    if cell is None or cell.get("cell_type") != "code":
+        return None
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    if grade_id:
+        return grade_id
+    lines = [line.strip() for line in cell.get("source", "").splitlines() if line.strip()]
+    return f"{lines[0][:40]:<40}" if lines else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("--cell-timeout", type=int, default=300)
+    parser.add_argument("--cwd", default=None)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    NotebookExecutionManager.get_cell_description = _describe_cell
+    try:
+        papermill.execute_notebook(
+            args.input,
+            args.output,
+            kernel_name="python3",
+            cwd=args.cwd,
+            execution_timeout=args.cell_timeout,
+            progress_bar=not args.no_progress,
+            extra_arguments=list(KERNEL_ARGUMENTS),
+        )
+    except papermill.PapermillExecutionError:
+        return 1  # the output notebook records which cell failed and why
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""``make run``: execute every lesson with papermill, grade it with nbgrader, write the report.
+
+Each lesson runs once: nbgrader grades the notebook papermill executed.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+import torch
+
+from course.device import describe_device, pick_device
+from course.report import metrics_from_notebook
+from graders.editions import build_course
+from graders.grading import autograde, submit
+from graders.lessons import BUILD, ROOT, available_lessons, solution_path
+
+REFERENCE_STUDENT = "reference"
+
+
+class LessonFailed(RuntimeError):
+    """A lesson did not run to its end; the message names the lesson, the cell and the error."""
+
+
+@dataclass
+class LessonResult:
+    name: str
+    seconds: float
+    score: float = 0.0
+    max_score: float = 0.0
+    metrics: dict = field(default_factory=dict)
+    error: str = ""
+
+
+def _cell_label(index: int, cell) -> str:
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    return f"cell {index}" + (f" [{grade_id}]" if grade_id else "") + (f" `{first[:60]}`" if first else "")
+
+
+def check_execution(nb, lesson: str) -> None:
+    """Raise :class:`LessonFailed` unless every code cell ran without an error."""
+    code = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
+    if not code:
+        raise LessonFailed(f"{lesson}: the notebook has no code cells, so nothing ran.")
+    for index, cell in code:
+        for output in cell.get("outputs", []):
+            if output.output_type == "error":
+                raise LessonFailed(
+                    f"{lesson}: {_cell_label(index, cell)} raised "
+                    f"{output.ename}: {output.evalue}".rstrip(": ")
+                )
+    never_ran = [(i, c) for i, c in code if c.get("execution_count") is None]
+    if never_ran:
+        index, cell = never_ran[0]
+        raise LessonFailed(
+            f"{lesson}: only {len(code) - len(never_ran)} of {len(code)} code cells ran; "
+            f"{_cell_label(index, cell)} and those after it never did "
+            "(the kernel died or the notebook stopped early, e.g. sys.exit())."
+        )
+
+
+def execute_lesson(notebook: Path, output: Path, *, fast: bool, device: str, cell_timeout: int,
+                   lesson_timeout: int, progress: bool = True) -> float:
+    """Run ``notebook`` through papermill in a child process; returns the seconds it took."""
+    lesson = notebook.stem
+    output.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, COURSE_FAST="1" if fast else "0", COURSE_DEVICE=device)
+    command = [sys.executable, "-m", "graders.execute", str(notebook), str(output),
+               "--cell-timeout", str(cell_timeout), "--cwd", str(ROOT)]
+    if not progress:
+        command.append("--no-progress")
+    start = time.perf_counter()
+    child = subprocess.Popen(command, env=env, start_new_session=True)
+    try:
+        child.wait(timeout=lesson_timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)  # the kernel is in the same session: it goes too
+        child.wait()
+        raise LessonFailed(f"{lesson}: still running after {lesson_timeout} s, stopped.") from None
+    seconds = time.perf_counter() - start
+    if not output.exists():
+        raise LessonFailed(f"{lesson}: papermill wrote no output (exit code {child.returncode}).")
+    check_execution(nbformat.read(output, 4), lesson)
+    if child.returncode != 0:
+        raise LessonFailed(f"{lesson}: papermill exited with code {child.returncode}.")
+    return seconds
+
+
+def run_course(lessons=None, *, fast: bool, device: str = "auto", out_dir: Path = BUILD,
+               cell_timeout: int = 600, lesson_timeout: int = 3600, progress: bool = True) -> dict:
+    """Execute and grade ``lessons``; write ``report.json`` and ``report.md`` into ``out_dir``."""
+    lessons = list(lessons or available_lessons())
+    device_name = describe_device(pick_device(device))
+    course_dir = Path(out_dir) / "run" / "course"
+    build_course(course_dir, "en", lessons)
+    results = []
+    for number, lesson in enumerate(lessons, start=1):
+        print(f"[{number}/{len(lessons)}] {lesson} (fast={fast}, device={device_name})", flush=True)
+        executed = Path(out_dir) / "executed" / f"{lesson}.ipynb"
+        result = LessonResult(lesson, 0.0)
+        try:
+            result.seconds = execute_lesson(
+                solution_path(lesson), executed, fast=fast, device=device,
+                cell_timeout=cell_timeout, lesson_timeout=lesson_timeout, progress=progress)
+            submit(course_dir, lesson, REFERENCE_STUDENT, executed)
+            score = autograde(course_dir, lesson, REFERENCE_STUDENT, execute=False)
+            result.score, result.max_score = score.score, score.max_score
+            result.metrics = metrics_from_notebook(nbformat.read(executed, 4))
+        except LessonFailed as failure:
+            result.error = str(failure)
+            print(f"FAILED {failure}", file=sys.stderr, flush=True)
+        results.append(result)
+    report = {
+        "device": device_name,
+        "fast": fast,
+        "torch": torch.__version__,
+        "lessons": [asdict(r) for r in results],
+    }
+    write_report(report, Path(out_dir))
+    return report
+
+
+def format_table(report: dict) -> str:
+    """The report as a Markdown table: lesson, device, seconds, score / max."""
+    rows = ["| lesson | device | seconds | score / max | status |", "|---|---|---:|---:|---|"]
+    for lesson in report["lessons"]:
+        status = "FAILED: " + lesson["error"].replace("|", "\\|") if lesson["error"] else "ok"
+        rows.append(f"| {lesson['name']} | {report['device']} | {lesson['seconds']:.1f} | "
+                    f"{lesson['score']:g} / {lesson['max_score']:g} | {status} |")
+    return "\n".join(rows)
+
+
+def format_metrics(report: dict) -> str:
+    lines = [f"- {lesson['name']}: {name} = {value:.4g}"
+             for lesson in report["lessons"] for name, value in lesson["metrics"].items()]
+    return "\n".join(lines) or "- (none recorded)"
+
+
+def write_report(report: dict, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    mode = "FAST=1" if report["fast"] else "FAST=0"
+    markdown = (f"# Course run ({mode}, torch {report['torch']})\n\n{format_table(report)}\n\n"
+                f"## Metrics\n\n{format_metrics(report)}\n")
+    (out_dir / "report.md").write_text(markdown)
