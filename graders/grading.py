@@ -71,3 +71,13 @@ def read_score(course_dir: Path, lesson: str, student: str) -> Score:
         notebook = gradebook.find_submission_notebook(lesson, lesson, student)
         cells = {g.name: (g.score, g.max_score) for g in notebook.grades}
         return Score(notebook.score, notebook.max_score, cells)
+
+
+def generate_feedback(course_dir: Path, lesson: str, student: str) -> Path:
+    """nbgrader's HTML feedback for one graded submission (hidden tests removed); returns its path."""
+    api = nbgrader_api(Path(course_dir))
+    result = api.generate_feedback(lesson, student, force=True)
+    if not result["success"]:
+        raise EditionError(f"nbgrader generate_feedback failed for {student}/{lesson}:\n"
+                           f"{result.get('error', '')}\n{result.get('log', '')}")
+    return Path(course_dir) / "feedback" / student / lesson / f"{lesson}.html"

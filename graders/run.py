@@ -38,7 +38,11 @@ class LessonResult:
     error: str = ""
 
 
+PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
+
+
 def _cell_label(index: int, cell) -> str:
+    """``cell N [grade_id] `first line```, N counted from 1 as the lesson's author sees it."""
     grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
     return f"cell {index}" + (f" [{grade_id}]" if grade_id else "") + (f" `{first[:60]}`" if first else "")
@@ -46,7 +50,8 @@ def _cell_label(index: int, cell) -> str:
 
 def check_execution(nb, lesson: str) -> None:
     """Raise :class:`LessonFailed` unless every code cell ran without an error."""
-    code = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
+    own = [c for c in nb.cells if not PAPERMILL_TAGS & set(c.get("metadata", {}).get("tags", []))]
+    code = [(i, c) for i, c in enumerate(own, start=1) if c.cell_type == "code" and c.source.strip()]
     if not code:
         raise LessonFailed(f"{lesson}: the notebook has no code cells, so nothing ran.")
     for index, cell in code:

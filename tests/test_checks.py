@@ -1,0 +1,121 @@
+import warnings
+
+import pytest
+import torch
+
+from graders import checks
+from graders.checks import CheckFailed
+
+
+@pytest.fixture(autouse=True)
+def english():
+    checks.set_language("en")
+    yield
+    checks.set_language("en")
+
+
+HINT = {"es": "pista en español", "en": "hint in English"}
+
+
+def test_check_close_passes_and_fails_with_expected_got_hint():
+    checks.check_close(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]), name="f(x)")
+    with pytest.raises(CheckFailed) as caught:
+        checks.check_close(torch.tensor([1.0, 2.5]), torch.tensor([1.0, 2.0]), name="f(x)", hint=HINT)
+    message = str(caught.value)
+    assert message.startswith("f(x): the values differ")
+    assert "expected: tensor(shape=(2,), dtype=torch.float32, device=cpu) [1.0, 2.0]" in message
+    assert "got: tensor(shape=(2,), dtype=torch.float32, device=cpu) [1.0, 2.5]" in message
+    assert "hint: hint in English" in message
+    assert "Mismatched elements: 1 / 2" in message
+
+
+def test_messages_follow_the_edition_language():
+    checks.set_language("es")
+    with pytest.raises(CheckFailed) as caught:
+        checks.check_shape(torch.zeros(2, 3), (3, 2), name={"es": "forma", "en": "shape"}, hint=HINT)
+    message = str(caught.value)
+    assert message.startswith("forma: la forma (shape) no es la esperada")
+    assert "esperado: (3, 2)" in message and "obtenido: (2, 3)" in message
+    assert "pista: pista en español" in message
+    with pytest.raises(ValueError, match="language must be one of"):
+        checks.set_language("fr")
+
+
+def test_check_close_names_the_first_real_problem():
+    with pytest.raises(CheckFailed, match="type is not the expected one"):
+        checks.check_close(None, torch.zeros(2), name="f")
+    with pytest.raises(CheckFailed, match="shape is not the expected one"):
+        checks.check_close(torch.zeros(3), torch.zeros(2), name="f")
+    with pytest.raises(CheckFailed, match="dtype is not the expected one"):
+        checks.check_close(torch.zeros(2, dtype=torch.float64), torch.zeros(2), name="f")
+    with pytest.raises(CheckFailed, match="values differ"):
+        checks.check_close(torch.tensor([float("nan")]), torch.tensor([0.0]), name="f")
+
+
+def test_check_close_on_numbers_accepts_one_element_tensors():
+    checks.check_close(torch.tensor(7.0), 7.0, name="x.grad")
+    checks.check_close(7, 7.0, name="x.grad")
+    with pytest.raises(CheckFailed, match="values differ"):
+        checks.check_close(torch.tensor([6.0]), 7.0, name="x.grad")
+    with pytest.raises(CheckFailed, match="type is not the expected one"):
+        checks.check_close(True, 1.0, name="x.grad")
+    with pytest.raises(CheckFailed, match="type is not the expected one"):
+        checks.check_close("7", 7.0, name="x.grad")
+
+
+class AlwaysEqual:
+    """What a student might return to fool `==`."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+
+def test_objects_that_claim_equality_do_not_pass():
+    with pytest.raises(CheckFailed):
+        checks.check_equal(AlwaysEqual(), 3, name="n")
+    with pytest.raises(CheckFailed):
+        checks.check_close(AlwaysEqual(), torch.zeros(2), name="t")
+    with pytest.raises(CheckFailed):
+        checks.check_close(AlwaysEqual(), 1.0, name="t")
+    with pytest.raises(CheckFailed):
+        checks.check_true(AlwaysEqual(), name="c", expected="True", got="?")
+
+
+def test_check_equal_is_strict_about_type():
+    checks.check_equal((2, 3), (2, 3), name="shape")
+    with pytest.raises(CheckFailed):
+        checks.check_equal([2, 3], (2, 3), name="shape")
+    with pytest.raises(CheckFailed):
+        checks.check_equal(1, True, name="flag")
+
+
+def test_check_raises():
+    checks.check_raises(lambda: 1 / 0, ZeroDivisionError, name="f()")
+    with pytest.raises(CheckFailed, match="should have raised an exception and raised none"):
+        checks.check_raises(lambda: 5, ValueError, name="f()")
+    with pytest.raises(CheckFailed, match="raised a different exception"):
+        checks.check_raises(lambda: {}["k"], ValueError, name="f()")
+
+
+def test_check_device_on_tensors_and_modules():
+    checks.check_device(torch.zeros(1, device="meta"), "meta", name="x")
+    checks.check_device(torch.nn.Linear(2, 2), "cpu", name="model")
+    with pytest.raises(CheckFailed, match="expected: meta"):
+        checks.check_device(torch.zeros(1), torch.device("meta"), name="x")
+
+
+def test_check_shares_memory():
+    base = torch.arange(6)
+    checks.check_shares_memory(base.view(2, 3), base, True, name="v")
+    checks.check_shares_memory(base.clone(), base, False, name="c")
+    with pytest.raises(CheckFailed, match="does not share memory"):
+        checks.check_shares_memory(base.clone(), base, True, name="c")
+
+
+def test_checks_emit_no_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        checks.check_close(torch.tensor([1.0]), torch.tensor([1.0]), name="x")

@@ -1,0 +1,92 @@
+"""The student editions are generated, current, clean, and say the same thing in both languages."""
+
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from conftest import LESSONS, read_edition
+
+from graders.editions import EditionError, cell_language, filter_language, release
+from graders.lessons import LANGUAGES, ROOT, edition_path, solution_path
+
+EDITION_CASES = [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES]
+
+
+def _canonical(path) -> str:
+    return json.dumps(json.loads(path.read_text()), sort_keys=True, indent=1)
+
+
+def test_every_lesson_has_both_editions():
+    assert LESSONS, "no lesson in solutions/"
+    for lesson, lang in EDITION_CASES:
+        assert edition_path(lesson, lang).exists(), f"missing {edition_path(lesson, lang)}: run make release"
+
+
+def test_committed_editions_equal_what_release_generates(tmp_path):
+    release(tmp_path / "build", editions_dir=tmp_path / "editions", lessons=LESSONS)
+    stale = [f"notebooks/{lang}/{lesson}.ipynb" for lesson, lang in EDITION_CASES
+             if _canonical(tmp_path / "editions" / lang / f"{lesson}.ipynb")
+             != _canonical(edition_path(lesson, lang))]
+    assert not stale, f"stale student editions {stale}: run `make release` and commit them"
+
+
+@pytest.mark.parametrize(("lesson", "lang"), EDITION_CASES)
+def test_editions_hold_no_solution_and_no_hidden_test(lesson, lang):
+    text = edition_path(lesson, lang).read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+        assert marker not in text
+    source = nbformat.read(solution_path(lesson), 4)
+    edition = read_edition(lesson, lang)
+    hidden = [c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+              for c in source.cells if "### BEGIN HIDDEN TESTS" in c.source]
+    for block in hidden:
+        lines = [line.strip() for line in block.splitlines() if len(line.strip()) > 30]
+        for line in lines:
+            assert all(line not in c.source for c in edition.cells), f"hidden test leaked: {line}"
+
+
+@pytest.mark.parametrize(("lesson", "lang"), EDITION_CASES)
+def test_edition_is_in_its_language_only(lesson, lang):
+    edition = read_edition(lesson, lang)
+    assert edition.metadata["course"]["language"] == lang
+    assert {cell_language(c) for c in edition.cells} <= {None, lang}
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_prose_cell_has_its_counterpart(lesson):
+    """Same cells in the same order: each language's cells sit at the same places."""
+    source = nbformat.read(solution_path(lesson), 4)
+    shapes = {}
+    for lang in LANGUAGES:
+        cells = filter_language(source, lang).cells
+        shapes[lang] = [(c.cell_type, c.source if cell_language(c) is None else "<prose>")
+                        for c in cells]
+    es, en = (shapes[lang] for lang in LANGUAGES)
+    assert len(es) == len(en), f"{lesson}: {len(es)} cells in es, {len(en)} in en"
+    for index, (a, b) in enumerate(zip(es, en, strict=True)):
+        assert a == b, f"{lesson}: cell {index} differs between editions: {a[0]} vs {b[0]}"
+    tagged = [c for c in source.cells if c.cell_type == "markdown"]
+    assert all(cell_language(c) for c in tagged), f"{lesson}: a markdown cell has no lang: tag"
+
+
+def test_a_wrong_language_tag_is_refused():
+    cell = nbformat.v4.new_markdown_cell("hola", metadata={"tags": ["lang:fr"]})
+    with pytest.raises(EditionError, match="use exactly one of lang:es, lang:en"):
+        cell_language(cell)
+
+
+def test_stock_nbgrader_cli_works_in_a_released_course_directory(tmp_path):
+    """An instructor's `nbgrader` commands, run as they would run them, in the course directory."""
+    from graders.editions import build_course
+
+    course_dir = build_course(tmp_path / "course", "en", LESSONS[:1])
+    listed = subprocess.run([sys.executable, "-m", "nbgrader", "db", "assignment", "list"],
+                            cwd=course_dir, capture_output=True, text=True, check=True)
+    assert LESSONS[0] in listed.stdout + listed.stderr
+    again = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", LESSONS[0],
+                            "--force"], cwd=course_dir, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert (course_dir / "release" / LESSONS[0] / f"{LESSONS[0]}.ipynb").exists()
+    assert (ROOT / "graders" / "config.py").exists()

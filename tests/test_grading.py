@@ -1,0 +1,75 @@
+"""The course's nbgrader configuration, proven on real submissions of lesson 01."""
+
+import copy
+
+import pytest
+from conftest import read_edition, read_source, replace_cell, write
+
+from graders.editions import fill_solutions, solution_sources
+from graders.grading import autograde, generate_feedback, submit
+
+pytestmark = pytest.mark.notebook
+LESSON = "01_tensors"
+# Passes the visible test of exercise 3 by returning its expected answer, and nothing else.
+HARD_CODED = """
+def pairwise_distances(a, b):
+    return torch.tensor([[0.0, 10.0, 3.0], [5.0, 5.0, 4.0]])
+"""
+
+
+def _solved(language="en"):
+    return fill_solutions(read_edition(LESSON, language), solution_sources(read_source(LESSON)))
+
+
+def _grade(course_dir, tmp_path, student, nb):
+    submit(course_dir, LESSON, student, write(nb, tmp_path / f"{student}.ipynb"))
+    return autograde(course_dir, LESSON, student)
+
+
+def test_a_hard_coded_answer_fails_the_hidden_tests(course_dir, tmp_path):
+    score = _grade(course_dir, tmp_path, "hardcoder", replace_cell(_solved(), "pairwise_distances",
+                                                                   HARD_CODED))
+    assert score.cells["test_pairwise_distances"] == (0, 2)
+    assert score.score == score.max_score - 2
+
+
+def test_feedback_shows_visible_tests_but_not_hidden_ones(course_dir, tmp_path):
+    nb = replace_cell(_solved("es"), "pairwise_distances", HARD_CODED)
+    _grade(course_dir, tmp_path, "curious", nb)
+    html = generate_feedback(course_dir, LESSON, "curious").read_text()
+    assert "BEGIN HIDDEN TESTS" not in html
+    assert "1103" not in html and "torch.cdist(a, b)" not in html  # the hidden inputs and reference
+    assert "Una prueba oculta falló" in html  # the notice, in the edition's language
+    assert "test_to_unit_float" in html or "to_unit_float(x)" in html  # visible tests stay
+
+
+def test_a_harmless_warning_does_not_cost_points(course_dir, tmp_path):
+    noisy = """
+import warnings
+
+def to_unit_float(images):
+    warnings.warn("a harmless library warning", UserWarning)
+    return images.float() / 255
+"""
+    score = _grade(course_dir, tmp_path, "noisy", replace_cell(_solved(), "to_unit_float", noisy))
+    assert score.cells["test_to_unit_float"] == (1, 1)
+
+
+def test_a_deleted_grade_cell_is_put_back_and_graded(course_dir, tmp_path):
+    nb = copy.deepcopy(read_edition(LESSON, "en"))
+    nb.cells = [c for c in nb.cells
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "test_to_unit_float"]
+    score = _grade(course_dir, tmp_path, "deleter", nb)
+    assert score.cells["test_to_unit_float"] == (0, 1)  # graded (and failed), not skipped
+
+    solved = _solved()
+    solved.cells = [c for c in solved.cells
+                    if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "test_to_unit_float"]
+    score = _grade(course_dir, tmp_path, "deleter-solved", solved)
+    assert score.cells["test_to_unit_float"] == (1, 1)
+
+
+def test_an_edited_grade_cell_is_restored_before_grading(course_dir, tmp_path):
+    nb = replace_cell(read_edition(LESSON, "en"), "test_pairwise_distances", "pass")
+    score = _grade(course_dir, tmp_path, "editor", nb)
+    assert score.cells["test_pairwise_distances"] == (0, 2)

@@ -1,0 +1,64 @@
+"""Every lesson, executed for real: papermill runs it, stock nbgrader grades it.
+
+Each test executes its own notebooks; pytest-xdist spreads them over the cores.
+"""
+
+import json
+
+import pytest
+from conftest import LESSONS, read_edition, read_source, replace_cell, solution_cells, write
+
+from graders.editions import fill_solutions, solution_sources
+from graders.grading import autograde, submit
+from graders.lessons import LANGUAGES
+from graders.run import run_course
+
+pytestmark = pytest.mark.notebook
+
+STUBBED = [(lesson, grade_id) for lesson in LESSONS for grade_id in solution_cells(read_source(lesson))]
+
+
+def _grade(course_dir, tmp_path, lesson, student, nb):
+    path = write(nb, tmp_path / f"{student}.ipynb")
+    submit(course_dir, lesson, student, path)
+    return autograde(course_dir, lesson, student)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_runs_under_papermill_and_earns_full_marks(lesson, tmp_path):
+    report = run_course([lesson], fast=True, device="cpu", out_dir=tmp_path, progress=False)
+    (result,) = report["lessons"]
+    assert result["error"] == ""
+    assert result["max_score"] > 0
+    assert result["score"] == result["max_score"]
+    assert 0 < result["seconds"] < 120
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert written["fast"] is True and written["device"].startswith("cpu")
+    assert {"name", "seconds", "score", "max_score", "metrics"} <= set(written["lessons"][0])
+    assert lesson in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("lesson", "lang"), [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES])
+def test_untouched_edition_scores_zero(lesson, lang, course_dir, tmp_path):
+    score = _grade(course_dir, tmp_path, lesson, f"blank-{lang}", read_edition(lesson, lang))
+    assert score.max_score > 0
+    assert score.score == 0, f"points without any answer: {score.cells}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_spanish_and_english_editions_grade_alike(lesson, course_dir, tmp_path):
+    solutions = solution_sources(read_source(lesson))
+    scores = {lang: _grade(course_dir, tmp_path, lesson, f"filled-{lang}",
+                           fill_solutions(read_edition(lesson, lang), solutions))
+              for lang in LANGUAGES}
+    assert scores["es"].cells == scores["en"].cells
+    assert scores["es"].score == scores["en"].score == scores["en"].max_score
+
+
+@pytest.mark.parametrize(("lesson", "grade_id"), STUBBED)
+def test_every_solution_cell_is_graded(lesson, grade_id, course_dir, tmp_path):
+    stub = next(c.source for c in read_edition(lesson, "en").cells
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    submission = replace_cell(read_source(lesson), grade_id, stub)
+    score = _grade(course_dir, tmp_path, lesson, f"stub-{grade_id}", submission)
+    assert score.score < score.max_score, f"stubbing {grade_id} lost no points"
