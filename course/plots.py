@@ -8,37 +8,50 @@ from matplotlib.patches import Rectangle
 def _as_2d(shape) -> tuple[int, int]:
     shape = tuple(shape)
     if len(shape) > 2:
-        raise ValueError(f"draw_broadcast draws shapes of at most 2 dimensions, got {shape}.")
+        raise ValueError(f"draw_broadcast draws at most 2 dimensions, got shape {shape}.")
     return (1,) * (2 - len(shape)) + shape
 
 
-def _draw_grid(ax, real: tuple[int, int], full: tuple[int, int], title: str, color: str) -> None:
+def _draw_grid(ax, full, stored, values, title: str, color: str) -> None:
+    """One operand stretched to the result's 2-D shape ``full``; ``values`` at that shape, or None."""
     rows, cols = full
     for r in range(rows):
         for c in range(cols):
-            stored = r < real[0] and c < real[1]
-            ax.add_patch(Rectangle((c, rows - 1 - r), 1, 1, facecolor=color if stored else "white",
-                                   edgecolor=color, hatch=None if stored else "//",
-                                   linestyle="-" if stored else "--", alpha=1 if stored else 0.6))
-    ax.set_xlim(-0.2, cols + 0.2)
-    ax.set_ylim(-0.2, rows + 0.2)
+            real = r < stored[0] and c < stored[1]
+            ax.add_patch(Rectangle(
+                (c, rows - 1 - r), 1, 1, facecolor=color if real else "white",
+                edgecolor="white" if real else color, linewidth=2 if real else 1,
+                hatch=None if real else "//", linestyle="-" if real else "--"))
+            if values is not None:
+                ax.text(c + 0.5, rows - 0.5 - r, f"{values[r, c].item():g}", ha="center",
+                        va="center", color="white" if real else color, fontsize=9)
+    ax.set_xlim(-0.1, cols + 0.1)
+    ax.set_ylim(-0.1, rows + 0.1)
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title(title, fontsize=10)
 
 
-def draw_broadcast(shape_a, shape_b, labels=("a", "b", "a + b")):
-    """Draw how two shapes broadcast: stored values solid, values broadcasting repeats hatched.
+def draw_broadcast(a, b, labels=("a", "b", "a + b")):
+    """Draw how ``a + b`` broadcasts: stored values solid, the values broadcasting repeats hatched.
 
-    Shapes are aligned from the right; a missing or size-1 dimension is stretched without
-    copying memory. Raises the same error as PyTorch when the shapes cannot broadcast.
+    ``a`` and ``b`` are tensors (their values are written in the cells) or shapes, of at most two
+    dimensions. Shapes align from the right; a missing or size-1 dimension is stretched without
+    copying memory. Shapes that cannot broadcast raise PyTorch's own error.
     """
-    result = tuple(torch.broadcast_shapes(tuple(shape_a), tuple(shape_b)))
+    tensors = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    shape_a, shape_b = (tuple(a.shape), tuple(b.shape)) if tensors else (tuple(a), tuple(b))
+    result = tuple(torch.broadcast_shapes(shape_a, shape_b))
     full = _as_2d(result)
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3))
-    for ax, shape, label, color in zip(
-        axes, (shape_a, shape_b, result), labels, ("tab:blue", "tab:orange", "tab:green"), strict=True
-    ):
-        _draw_grid(ax, _as_2d(shape), full, f"{label}: {tuple(shape)}", color)
+    if tensors:
+        operands = [a.expand(result).reshape(full), b.expand(result).reshape(full),
+                    (a + b).reshape(full)]
+    else:
+        operands = [None, None, None]
+    fig, axes = plt.subplots(1, 3, figsize=(3 * (full[1] + 1), full[0] + 1.2))
+    colors = ("tab:blue", "tab:orange", "tab:green")
+    shapes = (shape_a, shape_b, result)
+    for ax, values, shape, label, color in zip(axes, operands, shapes, labels, colors, strict=True):
+        _draw_grid(ax, full, _as_2d(shape), values, f"{label}: {shape}", color)
     fig.tight_layout()
     return fig

@@ -12,8 +12,8 @@ from IPython.display import display
 METADATA_KEY = "course_metric"
 
 
-def record_metric(name: str, value: float, unit: str = "") -> float:
-    """Show ``name = value`` and tag it for the report. Returns ``value`` unchanged."""
+def record_metric(name: str, value: float, unit: str = "") -> None:
+    """Show ``name = value`` and tag it for the report."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"A metric name must look like a Python identifier, got {name!r}.")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -27,7 +27,6 @@ def record_metric(name: str, value: float, unit: str = "") -> float:
         raw=True,
         metadata={METADATA_KEY: {"name": name, "value": value, "unit": unit}},
     )
-    return value
 
 
 def metrics_from_notebook(nb) -> dict:

@@ -7,9 +7,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from course.report import METADATA_KEY, metrics_from_notebook, record_metric
 
 
-def test_record_metric_tags_the_output(capsys):
+def test_record_metric_checks_its_input():
     InteractiveShell.instance()
-    assert record_metric("accuracy", 0.912, unit="%") == 0.912
+    record_metric("accuracy", 0.912, unit="%")
     with pytest.raises(ValueError, match="identifier"):
         record_metric("test accuracy", 1.0)
     with pytest.raises(TypeError, match="real number"):
