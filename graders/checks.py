@@ -29,6 +29,8 @@ _WORDS = {
         "returned": "devolvió",
         "shares": "comparte memoria con el original",
         "not_shares": "no comparte memoria con el original",
+        "raised": "lanzó una excepción",
+        "no_exception": "que termine sin lanzar ninguna excepción",
     },
     "en": {
         "expected": "expected",
@@ -46,6 +48,8 @@ _WORDS = {
         "returned": "returned",
         "shares": "shares memory with the original",
         "not_shares": "does not share memory with the original",
+        "raised": "raised an exception",
+        "no_exception": "to finish without raising an exception",
     },
 }
 
@@ -152,17 +156,21 @@ def check_close(got, expected, *, name: str, hint=None, rtol=None, atol=None) ->
         check_type(got, numbers.Real, name=name, hint=hint)
         if isinstance(got, bool):
             fail(name, _WORDS[_language]["type"], "float", describe(got), hint)
-        got, expected = torch.tensor(float(got)), torch.tensor(float(expected))
+        shown = (describe(expected), describe(got))
+        got = torch.tensor(float(got), dtype=torch.float64)
+        expected = torch.tensor(float(expected), dtype=torch.float64)
     else:
         check_shape(got, expected.shape, name=name, hint=hint)
         check_dtype(got, expected.dtype, name=name, hint=hint)
+        shown = (describe(expected), describe(got))
         got = got.detach().cpu()
         expected = expected.detach().cpu()
     try:
         torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=False)
+        return
     except AssertionError as error:
         detail = " ".join(str(error).split("\n")[1:3]).strip()
-        fail(name, _WORDS[_language]["values"], describe(expected), describe(got), hint, detail)
+    fail(name, _WORDS[_language]["values"], *shown, hint, detail)
 
 
 def check_equal(got, expected, *, name: str, hint=None) -> None:
@@ -188,7 +196,12 @@ def check_raises(function, exception, *args, name: str, hint=None, **kwargs) -> 
     except exception:
         return
     except Exception as error:  # any other exception is the wrong answer, shown as such
-        fail(name, words["wrong_raise"], exception.__name__, f"{type(error).__name__}: {error}", hint)
+        raised = f"{type(error).__name__}: {error}"
+    else:
+        raised = None
+    # failing outside the except block keeps the student's traceback out of the message
+    if raised is not None:
+        fail(name, words["wrong_raise"], exception.__name__, raised, hint)
     fail(name, words["no_raise"], exception.__name__, f"{words['returned']} {describe(result)}", hint)
 
 
@@ -201,3 +214,22 @@ def check_shares_memory(view, base, expected: bool, *, name: str, hint=None) -> 
         words = _WORDS[_language]
         fail(name, words["wrong"], words["shares" if expected else "not_shares"],
              words["shares" if shares else "not_shares"], hint)
+
+
+def check_runs(function, *args, name: str, hint=None, **kwargs):
+    """Calling ``function(*args, **kwargs)`` raises nothing; returns what it returned.
+
+    For a call where a typical mistake ends in an exception (say, differentiating a tensor that is
+    not in the graph): the error is reported with the check's name and hint instead of a bare
+    traceback.
+    """
+    __tracebackhide__ = True
+    try:
+        return function(*args, **kwargs)
+    except CheckFailed:
+        raise
+    except Exception as error:
+        raised = f"{type(error).__name__}: {error}"
+    # outside the except block, so the student's traceback is not chained to the check's own
+    words = _WORDS[_language]
+    fail(name, words["raised"], words["no_exception"], raised, hint)

@@ -53,12 +53,19 @@ class HideHiddenTests(ClearHiddenTests):
             return cell, resources
         kept = []
         for output in cell.get("outputs", []):
-            line = _failing_line(output) if output.output_type == "error" else None
-            if output.output_type == "error" and (line is None or line >= hidden_from):
+            if output.output_type != "error":
+                kept.append(output)
+                continue
+            line = _failing_line(output)
+            if line is None or line >= hidden_from:
                 notice = HIDDEN_FAILED[self._language]
                 kept.append(new_output("error", ename="HiddenTestFailed", evalue=notice,
                                        traceback=[notice]))
             else:
-                kept.append(output)
+                # A traceback quotes the lines around the failure, which can reach into the
+                # hidden block: a visible failure keeps only its message.
+                message = f"{output.ename}: {output.evalue}"
+                kept.append(new_output("error", ename=output.ename, evalue=output.evalue,
+                                       traceback=[message]))
         cell.outputs = kept
         return cell, resources
