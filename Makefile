@@ -7,7 +7,7 @@ FAST ?= 0
 DEVICE ?= auto
 WORKERS ?= auto
 
-.PHONY: setup data run test lab release clean
+.PHONY: setup data run test lab release grade check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,17 @@ lab: setup
 
 release: setup
 	$(BIN)/course release
+
+grade: setup
+	@test -n "$(SUBMISSIONS)" -a -n "$(LESSON)" || { echo "usage: make grade SUBMISSIONS=<folder or zip> LESSON=<NN_slug>"; exit 2; }
+	$(BIN)/course grade "$(SUBMISSIONS)" --lesson $(LESSON) $(if $(filter-out auto,$(WORKERS)),--workers $(WORKERS))
+
+check: setup
+	@test -n "$(NOTEBOOK)" || { echo "usage: make check NOTEBOOK=<path to your notebook>"; exit 2; }
+	$(BIN)/course check "$(NOTEBOOK)"
+
+bench: setup
+	$(BIN)/python -m graders.bench
 
 clean:
 	rm -rf build

@@ -1,7 +1,9 @@
 """The ``course`` command, which the Makefile wraps: ``course run | release | data``."""
 
 import argparse
+import os
 import sys
+import warnings
 from pathlib import Path
 
 from graders.lessons import BUILD, LESSONS
@@ -28,6 +30,48 @@ def _release(args) -> int:
     return 0
 
 
+def _grade(args) -> int:
+    from graders.classroom import Classroom, Options, default_out_dir, grade_class, summary
+    from graders.submissions import SubmissionsError
+
+    options = Options(args.lesson, Path(args.submissions), args.out_dir or default_out_dir(args.lesson),
+                      workers=args.workers, sandbox=args.sandbox, cell_timeout=args.cell_timeout,
+                      notebook_timeout=args.notebook_timeout)
+    print(f"Grading {args.lesson} from {options.submissions} with {options.workers} workers.")
+    print("Protections: " + "; ".join(Classroom(options).policy.protections()))
+    try:
+        rows, csv_path = grade_class(options)
+    except SubmissionsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    table, picture = summary(rows, _grade_cells(options), Path(options.out_dir))
+    print()
+    print(table)
+    print(f"\nResults in {options.out_dir}")
+    print(f"Grades CSV: {csv_path}")
+    print(f"Feedback:   {Path(options.out_dir) / 'feedback'}/<student_id>.html")
+    print(f"Gradebook:  {Path(options.out_dir) / 'course' / 'gradebook.db'} (nbgrader formgrader/export)")
+    print(f"Scores:     {picture}")
+    return 0
+
+
+def _grade_cells(options) -> dict:
+    from nbgrader.api import Gradebook
+
+    db = Path(options.out_dir).resolve() / "course" / "gradebook.db"
+    with Gradebook(f"sqlite:///{db}") as gradebook:
+        notebook = gradebook.find_notebook(options.lesson, options.lesson)
+        return {c.name: c.max_score for c in notebook.grade_cells}
+
+
+def _check(args) -> int:
+    from graders.selfcheck import check_notebook
+
+    report, all_passed = check_notebook(Path(args.notebook))
+    print(report)
+    return 0 if all_passed else 1
+
+
 def _data(args) -> int:
     from course.data import DataNotFoundError, ensure_fashion_mnist
 
@@ -41,6 +85,8 @@ def _data(args) -> int:
 
 
 def main(argv=None) -> int:
+    # nbgrader's SQLAlchemy session warnings say nothing an instructor can act on
+    warnings.filterwarnings("ignore", module="nbgrader")
     parser = argparse.ArgumentParser(prog="course", description=__doc__)
     parser.add_argument("--out", type=Path, default=BUILD,
                         help="where executed notebooks, reports and course directories go")
@@ -53,6 +99,20 @@ def main(argv=None) -> int:
     run.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
     run.add_argument("--lesson-timeout", type=int, default=3600, help="seconds per lesson")
     run.set_defaults(handler=_run)
+
+    grade = commands.add_parser("grade", help="grade a whole class's submissions of one lesson")
+    grade.add_argument("submissions", help="nbgrader submitted/ folder, folder of notebooks, or .zip")
+    grade.add_argument("--lesson", required=True, choices=LESSONS)
+    grade.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    grade.add_argument("--out-dir", type=Path, default=None, help="default: build/grading/<lesson>")
+    grade.add_argument("--sandbox", choices=["auto", "off"], default="auto")
+    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell")
+    grade.add_argument("--notebook-timeout", type=int, default=900, help="seconds per notebook")
+    grade.set_defaults(handler=_grade)
+
+    check = commands.add_parser("check", help="run a notebook's visible checks and report them")
+    check.add_argument("notebook")
+    check.set_defaults(handler=_check)
 
     commands.add_parser("release", help="regenerate notebooks/<lang>/ and the nbgrader course "
                         "directory").set_defaults(handler=_release)

@@ -7,17 +7,13 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
+from graders.config import SANITIZE
 from graders.editions import EditionError, nbgrader_api
 
-# Grading what papermill already executed: nbgrader's own sanitize and autograde steps, less the
+# Grading what papermill already executed: the course's sanitize and autograde steps, less the
 # two that would clear the outputs and run the notebook a second time.
 WITHOUT_EXECUTION = {
-    "sanitize_preprocessors": [
-        "nbgrader.preprocessors.DeduplicateIds",
-        "nbgrader.preprocessors.OverwriteKernelspec",
-        "nbgrader.preprocessors.OverwriteCells",
-        "nbgrader.preprocessors.CheckCellMetadata",
-    ],
+    "sanitize_preprocessors": [step for step in SANITIZE if not step.endswith(".ClearOutput")],
     "autograde_preprocessors": [
         "nbconvert.preprocessors.ClearMetadataPreprocessor",
         "nbgrader.preprocessors.LimitOutput",

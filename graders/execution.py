@@ -1,0 +1,155 @@
+"""nbgrader's Execute step, made to survive what student code does to a kernel.
+
+- A cell that kills the kernel (``os._exit``, a segfault, running out of memory) or hangs it past
+  its timeout (a loop that swallows ``KeyboardInterrupt``) is replaced by an error that says so,
+  and the notebook runs again from a fresh kernel: only what depends on that cell loses points.
+- Output is capped while it streams, per cell, so printing a gigabyte cannot exhaust the grader.
+- A notebook that runs past its total time gets an error in every cell it did not reach.
+Every code cell that did not run ends with an error output, so no grade cell passes unrun.
+"""
+
+import copy
+import tempfile
+import time
+from pathlib import Path
+
+import zmq
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Integer, Unicode
+
+INCIDENT = "CourseGraderIncident"
+
+
+class KernelStuck(RuntimeError):
+    """The kernel ignored the interrupt that followed a cell timeout."""
+
+
+class NotebookTimeout(RuntimeError):
+    """The whole notebook ran past its time."""
+
+
+def _size(output) -> int:
+    if output.get("output_type") == "stream":
+        return len(output.get("text", ""))
+    if output.get("output_type") == "error":
+        return sum(len(line) for line in output.get("traceback", [])) + len(output.get("evalue", ""))
+    return sum(len(str(value)) for value in output.get("data", {}).values())
+
+
+def _error(reason: str):
+    return new_output("error", ename=INCIDENT, evalue=reason, traceback=[f"{INCIDENT}: {reason}"])
+
+
+class ResilientExecute(Execute):
+    """``Execute`` with restarts around dead or stuck kernels, output caps and a notebook timeout."""
+
+    max_restarts = Integer(3, help="kernel deaths or hangs survived per notebook").tag(config=True)
+    notebook_timeout = Integer(900, help="seconds for the whole notebook").tag(config=True)
+    max_output_bytes = Integer(1_000_000, help="output kept per cell").tag(config=True)
+    interrupt_grace = Integer(10, help="seconds a kernel has to obey an interrupt").tag(config=True)
+    # nbgrader fails the whole submission when a cell's output is still streaming 4 s after its
+    # reply (a flood of prints): here that cell keeps what arrived and grading goes on.
+    raise_on_iopub_timeout = Bool(False).tag(config=True)
+    socket_root = Unicode("", help="folder for per-kernel unix sockets (ipc transport)").tag(config=True)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if self.socket_root:
+            # A fresh folder per kernel: a restarted kernel never meets the sockets of a dead one.
+            folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=self.socket_root))
+            km.connection_file = str(folder / "connection.json")
+            km.ip = str(folder / "socket")
+        # A message bigger than this drops the connection instead of filling the grader's memory.
+        km.context.setsockopt(zmq.MAXMSGSIZE, 8 * self.max_output_bytes)
+        return km
+
+    def preprocess(self, nb, resources=None, km=None):
+        original = copy.deepcopy(nb)
+        incidents: dict[int, str] = {}
+        self._deadline = time.monotonic() + self.notebook_timeout
+        while True:
+            attempt = copy.deepcopy(original)
+            for index, reason in incidents.items():
+                attempt.cells[index].source = f"raise RuntimeError({reason!r})"
+            self._running = None
+            try:
+                nb, resources = super().preprocess(attempt, resources, km)
+                return self._mark_incidents(nb, incidents), resources
+            except NotebookTimeout:
+                reason = f"not run: the notebook ran past its {self.notebook_timeout} s"
+                return self._finish_unrun(attempt, incidents, reason), resources
+            except Exception as error:  # a dead or stuck kernel; anything else is re-raised
+                if self._running is None or not self._is_kernel_failure(error):
+                    raise
+                incidents[self._running] = self._explain(error, self._running)
+                if len(incidents) > self.max_restarts:
+                    reason = f"not run: the kernel failed {len(incidents)} times"
+                    return self._finish_unrun(attempt, incidents, reason), resources
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and time.monotonic() > self._deadline:
+            raise NotebookTimeout()
+        self._running = index
+        self._cell_bytes = 0
+        return super().preprocess_cell(cell, resources, index)
+
+    def output(self, outs, msg, display_id, cell_index):
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None:
+            return out
+        self._cell_bytes = getattr(self, "_cell_bytes", 0) + _size(out)
+        if self._cell_bytes > self.max_output_bytes:
+            outs.remove(out)
+            if not getattr(self, "_truncated", None) == cell_index:
+                self._truncated = cell_index
+                outs.append(new_output("stream", name="stdout",
+                                       text=f"\n[output cut at {self.max_output_bytes} bytes]\n"))
+        return out
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        reply = await super()._async_handle_timeout(timeout, cell)
+        if not await self._kernel_answers(self.interrupt_grace):
+            raise KernelStuck(f"still busy {self.interrupt_grace} s after being interrupted")
+        return reply
+
+    async def _kernel_answers(self, grace: float) -> bool:
+        """Whether the kernel answers a kernel_info request within ``grace`` seconds."""
+        msg_id = self.kc.kernel_info()
+        deadline = time.monotonic() + grace
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = await self.kc.shell_channel.get_msg(timeout=left)
+            except (TimeoutError, Exception):
+                return False
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return True
+        return False
+
+    @staticmethod
+    def _is_kernel_failure(error) -> bool:
+        from nbclient.exceptions import DeadKernelError
+
+        return isinstance(error, (DeadKernelError, KernelStuck))
+
+    def _explain(self, error, index) -> str:
+        if isinstance(error, KernelStuck):
+            return (f"cell {index + 1} did not stop: it ran past {self.timeout} s and then ignored "
+                    "the interrupt; it was skipped and the notebook was run again without it")
+        return (f"cell {index + 1} killed the kernel (os._exit, a crash or too much memory); it was "
+                "skipped and the notebook was run again without it")
+
+    @staticmethod
+    def _mark_incidents(nb, incidents):
+        for index, reason in incidents.items():
+            nb.cells[index].outputs = [_error(reason)]
+        return nb
+
+    def _finish_unrun(self, nb, incidents, reason):
+        """Keep what ran; every code cell that did not run gets an error saying why."""
+        self._mark_incidents(nb, incidents)
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.get("execution_count") is None \
+                    and not any(o.output_type == "error" for o in cell.get("outputs", [])):
+                cell.outputs = [_error(reason)]
+        return nb

@@ -1,0 +1,179 @@
+"""Run a student's kernel in a sandbox (bubblewrap), and say plainly which protections are active.
+
+As root, the kernel runs as ``nobody`` (uid 65534) after bubblewrap has built its view of the
+filesystem; without root it runs as the invoking user inside a user namespace. In both modes it has
+its own network namespace (no network), its own pid namespace, a filesystem made of read-only
+binds (the system, the interpreter, the course's helper packages) plus a private, size-limited
+home, and resource limits on memory, processes, file size and CPU time. ``solutions/``, the
+gradebook and other students' files are simply not in its view.
+
+The kernelspec starts ``python -m graders.sandbox <connection_file>``: this launcher applies the
+limits, derives the socket folder from the connection file, and replaces itself with bubblewrap.
+"""
+
+import json
+import os
+import resource
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from graders.kernel import STARTUP
+
+KERNEL_NAME = "course-sandbox"
+NOBODY = 65534
+GIB = 1024**3
+POLICY_ENV = "COURSE_SANDBOX_POLICY"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-kernel resource limits (setrlimit); memory is address space, so it bounds allocations."""
+
+    memory_bytes: int
+    processes: int = 256
+    file_bytes: int = 256 * 1024**2
+    cpu_seconds: int = 1800
+    home_bytes: int = 512 * 1024**2
+
+    @staticmethod
+    def for_workers(workers: int, total_memory: int | None = None) -> "Limits":
+        """Three quarters of the machine's memory, shared by the workers, at least 4 GiB each."""
+        total = total_memory or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return Limits(memory_bytes=max(4 * GIB, int(total * 0.75) // max(1, workers)))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How kernels are isolated here: ``root`` (switch to nobody), ``userns`` or ``none``."""
+
+    mode: str
+    limits: Limits
+
+    def protections(self) -> list[str]:
+        """What this policy really enforces, in words an instructor can check."""
+        if self.mode == "none":
+            return ["NO SANDBOX: bubblewrap is missing; student code runs with your rights "
+                    f"(memory limit {self.limits.memory_bytes // GIB} GiB still applies)"]
+        who = ("unprivileged user nobody (uid 65534)" if self.mode == "root"
+               else "your own user inside a user namespace (no root to switch users)")
+        return [
+            f"runs as {who}",
+            "no network (own network namespace)",
+            "own pid namespace; killed with the grader",
+            "filesystem: read-only system, interpreter and course helpers; no solutions/, "
+            "gradebook or other submissions in view",
+            f"private home of {self.limits.home_bytes // 1024**2} MiB in memory, gone after the run",
+            f"limits: {self.limits.memory_bytes / GIB:.1f} GiB memory, {self.limits.processes} "
+            f"processes, {self.limits.file_bytes // 1024**2} MiB per file, "
+            f"{self.limits.cpu_seconds} s CPU",
+        ]
+
+
+def detect_mode() -> str:
+    """``root`` as root with bubblewrap, ``userns`` without root, ``none`` without bubblewrap."""
+    if not shutil.which("bwrap"):
+        return "none"
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        return "root"
+    return "userns"
+
+
+def _readable_roots() -> list[Path]:
+    """The folders a kernel needs to read: interpreter, venv, and the course's helper packages."""
+    from graders.lessons import ROOT
+
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parents[1],
+             ROOT / "course", ROOT / "graders", ROOT / "data"}
+    return sorted(p for p in roots if p.exists() and not str(p).startswith("/usr"))
+
+
+def _parents(path: Path) -> list[Path]:
+    return [p for p in reversed(path.parents) if str(p) != "/"]
+
+
+def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str]) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` inside the sandbox."""
+    home = Path("/home/student")
+    command = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+               "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    if policy.mode == "userns":
+        command += ["--unshare-user"]
+    command += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+                "--proc", "/proc", "--dev", "/dev",
+                "--perms", "1777", "--size", str(policy.limits.home_bytes), "--tmpfs", "/tmp"]
+    for name in ("lib", "lib64", "bin", "sbin"):
+        if os.path.islink(f"/{name}"):
+            command += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+        elif os.path.isdir(f"/{name}"):
+            command += ["--ro-bind", f"/{name}", f"/{name}"]
+    created = {Path("/tmp")}
+    for folder in [*_readable_roots(), socket_dir]:
+        for parent in _parents(folder):
+            if parent not in created and not str(parent).startswith("/usr"):
+                command += ["--perms", "0755", "--dir", str(parent)]
+                created.add(parent)
+    for folder in _readable_roots():
+        command += ["--ro-bind", str(folder), str(folder)]
+    command += ["--bind", str(socket_dir), str(socket_dir),
+                "--perms", "1777", "--size", str(policy.limits.home_bytes), "--tmpfs", str(home),
+                "--chdir", str(home), "--clearenv",
+                "--setenv", "HOME", str(home),
+                "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                "--setenv", "LANG", "C.UTF-8", "--setenv", "MPLCONFIGDIR", f"{home}/.matplotlib",
+                "--setenv", "MPLBACKEND", "module://matplotlib_inline.backend_inline"]
+    for name in ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR", "OMP_NUM_THREADS"):
+        if name in os.environ:
+            command += ["--setenv", name, os.environ[name]]
+    if policy.mode == "root":
+        command += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                    "--no-new-privs"]
+    return command + argv
+
+
+def _apply_limits(limits: Limits) -> None:
+    for name, value in ((resource.RLIMIT_AS, limits.memory_bytes),
+                        (resource.RLIMIT_NPROC, limits.processes),
+                        (resource.RLIMIT_FSIZE, limits.file_bytes),
+                        (resource.RLIMIT_CPU, limits.cpu_seconds)):
+        resource.setrlimit(name, (value, value))
+
+
+def kernel_argv(connection_file: str) -> list[str]:
+    return [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file,
+            "--HistoryManager.hist_file=:memory:", f"--IPKernelApp.exec_lines={STARTUP}"]
+
+
+def write_kernelspec(kernels_dir: Path, policy: Policy) -> Path:
+    """Install the sandbox kernelspec under ``kernels_dir/course-sandbox/`` (for JUPYTER_PATH)."""
+    folder = Path(kernels_dir) / KERNEL_NAME
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [sys.executable, "-m", "graders.sandbox", "{connection_file}"],
+        "display_name": "Course sandbox",
+        "language": "python",
+        # SIGINT sent to bubblewrap never reaches the kernel: interrupt through a message.
+        "interrupt_mode": "message",
+        "env": {POLICY_ENV: json.dumps({"mode": policy.mode, "limits": asdict(policy.limits)})},
+    }
+    (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
+    return folder
+
+
+def launch(connection_file: str) -> None:
+    """Apply the limits and replace this process with the sandboxed kernel."""
+    raw = json.loads(os.environ[POLICY_ENV])
+    policy = Policy(raw["mode"], Limits(**raw["limits"]))
+    socket_dir = Path(connection_file).resolve().parent
+    if policy.mode == "root":
+        os.chown(socket_dir, NOBODY, NOBODY)
+        os.chown(connection_file, NOBODY, NOBODY)
+    argv = kernel_argv(connection_file)
+    command = argv if policy.mode == "none" else bwrap_command(policy, socket_dir, argv)
+    _apply_limits(policy.limits)
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    launch(sys.argv[1])

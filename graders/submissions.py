@@ -1,0 +1,133 @@
+"""Finding and checking submissions before any code runs.
+
+Accepted layouts: nbgrader's ``submitted/<student>/<lesson>/<lesson>.ipynb``, a folder of
+``<student>.ipynb`` files, one folder per student, or a ``.zip`` of any of these (as learning
+platforms export them). Student names may hold spaces and accents: the name is kept for people,
+and a safe id derived from it is used for nbgrader and file names.
+"""
+
+import hashlib
+import json
+import re
+import unicodedata
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+MAX_NOTEBOOK_BYTES = 50 * 1024**2
+MAX_ZIP_BYTES = 2 * 1024**3
+IGNORED = ("__MACOSX", ".ipynb_checkpoints")
+
+
+class SubmissionsError(RuntimeError):
+    """The submissions path cannot be read as any of the accepted layouts."""
+
+
+@dataclass
+class Submission:
+    student: str
+    student_id: str
+    path: Path
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+def student_id(name: str) -> str:
+    """A short ASCII id for nbgrader, stable for a name and distinct for different names."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:40] or "student"
+    return f"{slug}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
+
+
+def _extract(archive: Path, into: Path) -> Path:
+    """Unpack a zip without letting a member escape ``into`` or exceed the size budget."""
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(archive) as zf:
+        total = 0
+        for member in zf.infolist():
+            target = (into / member.filename).resolve()
+            if not target.is_relative_to(into.resolve()):
+                raise SubmissionsError(f"{archive}: member {member.filename!r} points outside the archive")
+            total += member.file_size
+            if total > MAX_ZIP_BYTES:
+                raise SubmissionsError(f"{archive}: more than {MAX_ZIP_BYTES // 1024**3} GiB unpacked")
+        zf.extractall(into)
+    return into
+
+
+def _visible(path: Path, root: Path) -> bool:
+    parts = path.relative_to(root).parts
+    return not any(p.startswith(".") or p in IGNORED for p in parts)
+
+
+def find_submissions(source: Path, lesson: str, scratch: Path) -> list[Submission]:
+    """Every submission under ``source`` (a folder or a zip), one per student, sorted by name."""
+    source = Path(source)
+    if not source.exists():
+        raise SubmissionsError(f"{source} does not exist: give a folder of notebooks, nbgrader's "
+                               "submitted/ folder or a .zip")
+    if source.is_file():
+        if not zipfile.is_zipfile(source):
+            raise SubmissionsError(f"{source} is a file but not a zip archive")
+        source = _extract(source, Path(scratch) / "unzipped")
+    notebooks = [p for p in sorted(source.rglob("*.ipynb")) if p.is_file() and _visible(p, source)]
+    found: dict[str, Path] = {}
+    for path in notebooks:
+        parts = path.relative_to(source).parts
+        if len(parts) >= 3 and parts[-2] == lesson:  # nbgrader: <student>/<lesson>/<file>
+            name = parts[-3]
+        elif len(parts) == 1:  # a flat folder: <student>.ipynb
+            name = path.stem
+        else:  # one folder per student, as platforms export
+            name = parts[0]
+        if name in found:
+            raise SubmissionsError(f"two notebooks for {name!r}: {found[name]} and {path}; "
+                                   "keep one per student")
+        found[name] = path
+    if not found:
+        raise SubmissionsError(f"no .ipynb file under {source}")
+    return [Submission(name, student_id(name), path) for name, path in sorted(found.items())]
+
+
+@dataclass
+class Verdict:
+    status: str  # "ok", "invalid" or "wrong_lesson"
+    reason: str = ""
+
+
+def _grade_ids(nb) -> set[str]:
+    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.get("cells", [])
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade")} - {None}
+
+
+def check_notebook(path: Path, lesson: str, lesson_grade_ids: set[str]) -> Verdict:
+    """Whether a file can be graded as ``lesson`` at all, and if not, why, in plain words."""
+    size = path.stat().st_size
+    if size == 0:
+        return Verdict("invalid", "the file is empty")
+    if size > MAX_NOTEBOOK_BYTES:
+        return Verdict("invalid", f"the file is {size // 1024**2} MiB; a notebook is at most "
+                       f"{MAX_NOTEBOOK_BYTES // 1024**2} MiB (clear its outputs)")
+    try:
+        raw = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return Verdict("invalid", f"not a notebook: the file is not valid JSON ({error})")
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
+        return Verdict("invalid", "not a notebook: no list of cells")
+    major = raw.get("nbformat")
+    if major != 4:
+        return Verdict("invalid", f"notebook format {major}.{raw.get('nbformat_minor')} is not the "
+                       "4.x this course uses: open it in JupyterLab and save it again")
+    try:
+        nb = nbformat.reads(json.dumps(raw), as_version=4)
+        nbformat.validate(nb)
+    except Exception as error:  # nbformat raises several types for a malformed notebook
+        return Verdict("invalid", f"not a valid notebook: {str(error).splitlines()[0]}")
+    present = _grade_ids(nb)
+    if len(present - lesson_grade_ids) > len(present & lesson_grade_ids):
+        return Verdict("wrong_lesson", f"this notebook is not {lesson}: most of its grade cells "
+                       f"({', '.join(sorted(present - lesson_grade_ids)[:3])}…) are not {lesson}'s")
+    return Verdict("ok")

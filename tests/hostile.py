@@ -1,0 +1,208 @@
+"""Broken and hostile submissions of lesson 01, each written as a real notebook for the grader.
+
+Every case starts from the English edition with the reference solutions filled in, then breaks
+one thing. ``expected`` is what the class grader must record: the score of each named grade cell
+(the others keep full marks unless ``total`` says otherwise), the status, and words of the reason.
+"""
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from conftest import read_edition, read_source, replace_cell
+
+from graders.editions import fill_solutions, solution_sources
+
+LESSON = "01_tensors"
+MAX = 11
+
+
+def solved():
+    return fill_solutions(read_edition(LESSON, "en"), solution_sources(read_source(LESSON)))
+
+
+@dataclass
+class Case:
+    name: str
+    cells: dict = field(default_factory=dict)  # grade_id -> expected score
+    status: str = "graded"
+    reason: str = ""
+    total: float | None = None
+    write: object = None  # (case, path, context) -> None; default: a notebook from `make`
+    make: object = None  # context -> notebook
+
+    def expected_total(self) -> float:
+        if self.total is not None:
+            return self.total
+        return MAX - sum(FULL[g] - s for g, s in self.cells.items())
+
+
+FULL = {"test_to_unit_float": 1, "test_flatten_per_image": 1, "test_pairwise_distances": 2,
+        "test_linear_forward": 1, "test_normalize_rows": 2, "test_from_numpy_pair": 1,
+        "test_prepare_batch": 1, "test_concept_check": 2}
+
+
+def _with(grade_id, code):
+    return lambda ctx: replace_cell(solved(), grade_id, code)
+
+
+def _drop_cell(nb, grade_id):
+    nb = copy.deepcopy(nb)
+    nb.cells = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != grade_id]
+    return nb
+
+
+def _edit_metadata(target, changes):
+    def make(ctx):
+        nb = replace_cell(solved(), "to_unit_float", "def to_unit_float(images):\n    return images")
+        for cell in nb.cells:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == target:
+                cell.metadata.nbgrader.update(changes)
+        return nb
+    return make
+
+
+def _duplicate(grade_id):
+    """The grade cell twice, same cell id and grade id (written raw: nbformat would fix the id)."""
+    def write(case, path, ctx):
+        nb = solved()
+        index = next(i for i, c in enumerate(nb.cells)
+                     if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+        nb.cells.insert(index + 1, copy.deepcopy(nb.cells[index]))
+        path.write_text(json.dumps(nb))
+    return write
+
+
+def _raw(text):
+    def write(case, path, ctx):
+        path.write_text(text)
+    return write
+
+
+SNOOP = '''
+import os, socket
+def to_unit_float(images):
+    leaks = []
+    for path in {paths!r}:
+        try:
+            open(path).read(1)
+            leaks.append(path)
+        except Exception:
+            pass
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+        leaks.append("network")
+    except Exception:
+        pass
+    for path in {targets!r}:
+        try:
+            with open(path, "a") as f:
+                f.write("pwned")
+            leaks.append("wrote " + path)
+        except Exception:
+            pass
+    with open({private!r}, "w") as f:  # the sandbox's own /tmp: allowed, and gone afterwards
+        f.write("pwned")
+    if leaks:
+        return images  # a wrong answer: the sandbox let something through
+    return images.float() / 255
+'''
+
+TAMPER = '''
+import torch.testing
+from IPython import get_ipython
+torch.testing.assert_close = lambda *a, **k: None
+for name in dir(checks):
+    if name.startswith("check_"):
+        setattr(checks, name, lambda *a, **k: None)
+get_ipython().showtraceback = lambda *a, **k: None
+def pairwise_distances(a, b):
+    return torch.zeros(len(a), len(b))
+'''
+
+ALWAYS_EQUAL = '''
+class Anything:
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+ANSWERS = {k: Anything() for k in ["view_copies", "from_numpy_shares", "int_plus_float_is_int",
+                                   "sum_dim0_shape", "broadcast_copies", "mixed_devices_ok"]}
+'''
+
+CASES = [
+    Case("correct"),
+    Case("blank", make=lambda ctx: read_edition(LESSON, "es"), total=0),
+    Case("infinite loop", {"test_linear_forward": 0},
+         make=_with("linear_forward", "def linear_forward(x, weight, bias):\n    while True:\n        pass")),
+    Case("loop that ignores interrupts", {"test_linear_forward": 0}, status="partial",
+         reason="did not stop",
+         make=_with("linear_forward", "import signal, time\n"
+                    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                    "while True:\n    try:\n        time.sleep(0.1)\n"
+                    "    except KeyboardInterrupt:\n        pass")),
+    Case("allocates 50 GB", {"test_to_unit_float": 0},
+         make=_with("to_unit_float", "def to_unit_float(images):\n"
+                    "    hog = torch.ones(50 * 1024**3, dtype=torch.uint8)\n"
+                    "    return images.float() / 255")),
+    Case("prints 1 GB", make=_with("to_unit_float", "def to_unit_float(images):\n"
+                                   "    return images.float() / 255\n"
+                                   "for _ in range(1024):\n    print('x' * 2**20)")),
+    Case("one enormous line", make=_with("to_unit_float", "print('y' * 200_000_000)\n"
+                                         "def to_unit_float(images):\n    return images.float() / 255")),
+    Case("os._exit", {"test_flatten_per_image": 0}, status="partial", reason="killed the kernel",
+         make=_with("flatten_per_image", "import os\nos._exit(1)")),
+    Case("segfault", {"test_normalize_rows": 0}, status="partial", reason="killed the kernel",
+         make=_with("normalize_rows", "import ctypes\nctypes.string_at(0)")),
+    Case("sys.exit before the tests", {"test_pairwise_distances": 0},
+         make=_with("pairwise_distances", "import sys\nsys.exit(0)\ndef pairwise_distances(a, b):\n"
+                    "    return torch.cdist(a, b)")),
+    Case("deleted grade cell", make=lambda ctx: _drop_cell(solved(), "test_to_unit_float")),
+    Case("deleted answer and grade cell", {"test_to_unit_float": 0},
+         make=lambda ctx: _drop_cell(_drop_cell(solved(), "to_unit_float"), "test_to_unit_float")),
+    Case("deleted grade cell, wrong answer", {"test_to_unit_float": 0},
+         make=lambda ctx: _drop_cell(replace_cell(solved(), "to_unit_float",
+                                                  "def to_unit_float(images):\n    return images"),
+                                     "test_to_unit_float")),
+    Case("edited grade cell", {"test_pairwise_distances": 0},
+         make=lambda ctx: replace_cell(replace_cell(solved(), "pairwise_distances",
+                                                    "def pairwise_distances(a, b):\n    return None"),
+                                       "test_pairwise_distances", "pass")),
+    Case("changed points", {"test_to_unit_float": 0},
+         make=_edit_metadata("test_to_unit_float", {"points": 100})),
+    Case("changed grade_id", {"test_to_unit_float": 0},
+         make=_edit_metadata("test_to_unit_float", {"grade_id": "free_points"})),
+    Case("duplicated cell ids", write=_duplicate("test_pairwise_distances")),
+    Case("invalid JSON", status="invalid", reason="not valid JSON", total=0, write=_raw('{"cells": [')),
+    Case("too-new format", status="invalid", reason="format 5", total=0,
+         write=_raw(json.dumps({"nbformat": 5, "nbformat_minor": 0, "metadata": {}, "cells": []}))),
+    Case("empty file", status="invalid", reason="empty", total=0, write=_raw("")),
+    Case("wrong lesson", status="wrong_lesson", reason="not 01_tensors", total=0,
+         make=lambda ctx: read_source("02_autograd")),
+    Case("reads solutions, gradebook, other students; network; writes outside",
+         make=lambda ctx: replace_cell(solved(), "to_unit_float", SNOOP.format(**ctx))),
+    Case("monkeypatches the checks", {"test_pairwise_distances": 0}, make=lambda ctx: replace_cell(
+        solved(), "pairwise_distances", TAMPER)),
+    Case("__eq__ always True", {"test_concept_check": 0},
+         make=lambda ctx: replace_cell(solved(), "concept_check", ALWAYS_EQUAL)),
+    Case("warning on stderr from a correct answer", make=_with(
+        "to_unit_float", "import warnings\ndef to_unit_float(images):\n"
+        "    warnings.warn('harmless', UserWarning)\n    return images.float() / 255")),
+    Case("NaN returned", {"test_normalize_rows": 0}, make=_with(
+        "normalize_rows", "def normalize_rows(counts):\n"
+        "    return counts / counts.sum(dim=1, keepdim=True) * float('nan')")),
+]
+
+
+def write_class(folder: Path, context: dict) -> dict[str, Case]:
+    """One ``<case name>.ipynb`` per case in ``folder``; returns the cases by student name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for case in CASES:
+        path = folder / f"{case.name}.ipynb"
+        if case.write:
+            case.write(case, path, context)
+        else:
+            nbformat.write((case.make or (lambda ctx: solved()))(context), path)
+    return {case.name: case for case in CASES}

@@ -1,0 +1,176 @@
+"""The class grader, proven with real submissions: hostile ones, a killed run, serial vs parallel."""
+
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import zipfile
+
+import nbformat
+import pytest
+from hostile import CASES, FULL, LESSON, solved, write_class
+
+from graders.classroom import Options, grade_class
+from graders.lessons import ROOT
+
+pytestmark = pytest.mark.notebook
+MARKER = f"pwned-{os.getpid()}"
+
+
+def _listener():
+    """A TCP server on loopback that counts the connections it receives."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.5)
+    seen, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                seen.append(server.accept()[0])
+            except (TimeoutError, OSError):
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, seen, stop
+
+
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    out = root / "out"
+    server, seen, stop = _listener()
+    targets = [str(out / "course" / "gradebook.db"), str(root / MARKER), str(ROOT / MARKER)]
+    private = f"/tmp/{MARKER}"
+    context = {"port": server.getsockname()[1], "targets": targets, "private": private, "paths": [
+        "../../solutions/01_tensors.ipynb", str(ROOT / "solutions" / "01_tensors.ipynb"),
+        str(out / "course" / "gradebook.db"), str(root / "submissions" / "correct.ipynb"),
+        "/etc/shadow"]}
+    cases = write_class(root / "submissions", context)
+    options = Options(LESSON, root / "submissions", out, workers=2, cell_timeout=10,
+                      notebook_timeout=300, progress=False)
+    rows, csv_path = grade_class(options)
+    stop.set()
+    server.close()
+    yield {"rows": {r.student: r for r in rows}, "csv": csv_path, "cases": cases, "out": out,
+           "seen": seen, "targets": [*targets[1:], private]}
+    for target in [*targets[1:], private]:
+        if os.path.exists(target):
+            os.remove(target)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_each_submission_gets_the_score_and_reason_it_deserves(hostile_class, case):
+    row = hostile_class["rows"][case.name]
+    assert row.status == case.status, row.reason
+    assert case.reason in row.reason
+    assert {name: pair[1] for name, pair in row.cells.items()} == FULL  # max points never change
+    for grade_id, score in case.cells.items():
+        assert row.cells[grade_id][0] == score, f"{grade_id}: {row.cells[grade_id]}"
+    assert row.total == case.expected_total(), row.cells
+
+
+def test_the_sandbox_let_nothing_out(hostile_class):
+    assert hostile_class["seen"] == [], "a kernel reached the network"
+    for target in hostile_class["targets"]:
+        assert not os.path.exists(target), f"a kernel wrote {target}"
+    assert b"pwned" not in (hostile_class["out"] / "course" / "gradebook.db").read_bytes()
+
+
+def test_grades_csv_lists_every_student(hostile_class):
+    with open(hostile_class["csv"], encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["student"] for r in rows] == sorted(c.name for c in CASES)
+    assert list(rows[0]) == ["student", "student_id", *FULL, "total", "max", "status", "reason"]
+    assert {r["max"] for r in rows} == {"11"}
+
+
+def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
+    feedback = hostile_class["out"] / "feedback"
+    for row in hostile_class["rows"].values():
+        html = (feedback / f"{row.student_id}.html").read_text()
+        assert "BEGIN HIDDEN TESTS" not in html and "torch.cdist(a, b)" not in html
+    blank = (feedback / f"{hostile_class['rows']['blank'].student_id}.html").read_text()
+    assert "ESCRIBE TU CÓDIGO AQUÍ" in blank  # the Spanish edition's own feedback
+
+
+def test_stock_nbgrader_export_reads_the_gradebook(hostile_class):
+    course = hostile_class["out"] / "course"
+    subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course, check=True,
+                   capture_output=True)
+    with open(course / "grades.csv", encoding="utf-8") as handle:
+        exported = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(handle)}
+    for row in hostile_class["rows"].values():
+        assert exported[row.student_id] == row.total
+
+
+def _small_class(folder, names):
+    folder.mkdir(parents=True)
+    for name in names:
+        nbformat.write(solved(), folder / f"{name}.ipynb")
+    return folder
+
+
+def test_parallel_grading_equals_serial(tmp_path):
+    submissions = _small_class(tmp_path / "in", ["Ana", "Bea", "Carla"])
+    nbformat.write(next(c for c in CASES if c.name == "os._exit").make({}), submissions / "Bea.ipynb")
+    serial, _ = grade_class(Options(LESSON, submissions, tmp_path / "serial", workers=1, progress=False))
+    parallel, _ = grade_class(Options(LESSON, submissions, tmp_path / "parallel", workers=2,
+                                      progress=False))
+    assert [(r.student, r.cells, r.status) for r in serial] == \
+        [(r.student, r.cells, r.status) for r in parallel]
+
+
+def test_a_killed_run_resumes_with_what_is_missing(tmp_path):
+    names = ["Ana", "José Núñez", "Li Wei", "Zoë"]
+    zip_path = tmp_path / "export.zip"
+    folder = _small_class(tmp_path / "in", names)
+    with zipfile.ZipFile(zip_path, "w") as archive:  # as a platform exports: a folder per student
+        for name in names:
+            archive.write(folder / f"{name}.ipynb", f"{name}_assignsubmission_file/{LESSON}.ipynb")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "graders.cli", "grade", str(zip_path), "--lesson", LESSON,
+               "--workers", "1", "--out-dir", str(out)]
+    first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    for line in first.stdout:
+        if line.startswith("[1/4]"):
+            os.killpg(first.pid, signal.SIGKILL)
+            break
+    first.wait()
+    second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    progress = [line for line in second.stdout.splitlines() if line.startswith("[")]
+    assert len(progress) == 3 and progress[0].startswith("[2/4]"), second.stdout
+    with open(out / "grades.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(r["student"] for r in rows) == sorted(names)
+    assert {r["total"] for r in rows} == {"11"}
+
+    changed = nbformat.read(folder / "Zoë.ipynb", 4)
+    changed.cells[-1].source += "\n"
+    nbformat.write(changed, folder / "Zoë.ipynb")
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        for name in names:
+            archive.write(folder / f"{name}.ipynb", f"{name}_assignsubmission_file/{LESSON}.ipynb")
+    third = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    progress = [line for line in third.stdout.splitlines() if line.startswith("[")]
+    assert len(progress) == 1 and "Zoë" in progress[0], third.stdout
+
+
+def test_without_root_a_user_namespace_still_isolates(tmp_path, monkeypatch):
+    """The mode used where switching users is impossible, forced here."""
+    monkeypatch.setattr("graders.classroom.detect_mode", lambda: "userns")
+    submissions = tmp_path / "in"
+    submissions.mkdir()
+    context = {"port": 9, "targets": [str(ROOT / f"{MARKER}-userns")],
+               "private": f"/tmp/{MARKER}-userns", "paths": [str(ROOT / "solutions" / "01_tensors.ipynb")]}
+    nbformat.write(next(c for c in CASES if c.name.startswith("reads")).make(context),
+                   submissions / "snoop.ipynb")
+    rows, _ = grade_class(Options(LESSON, submissions, tmp_path / "out", workers=1, progress=False))
+    assert rows[0].total == 11 and rows[0].status == "graded", rows[0].reason
+    assert not os.path.exists(f"/tmp/{MARKER}-userns")
+    assert not os.path.exists(ROOT / f"{MARKER}-userns")
