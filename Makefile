@@ -23,8 +23,9 @@ setup: $(STAMP) data
 run: setup
 	$(BIN)/course run --device $(DEVICE) $(if $(filter 1,$(FAST)),--fast)
 
+# Test workers execute notebooks side by side: one math thread each avoids oversubscribing.
 test: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg $(BIN)/python -m pytest -n $(WORKERS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS)
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/

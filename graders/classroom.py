@@ -128,7 +128,8 @@ class Classroom:
         scores = {name: row.cells.get(name, (0.0, maximum))[0]
                   for name, maximum in self.grade_cells.items()}
         with Gradebook(self._db_url()) as gradebook:
-            gradebook.update_or_create_student(sid, first_name=submission.student)
+            # nbgrader's CSV export does not quote fields: a comma in a name would shift columns
+            gradebook.update_or_create_student(sid, first_name=submission.student.replace(",", " "))
             notebook = gradebook.update_or_create_submission(lesson, sid).notebooks[0]
             for grade in notebook.grades:
                 grade.auto_score = scores.get(grade.name, 0.0)

@@ -36,12 +36,15 @@ class Limits:
     file_bytes: int = 256 * 1024**2
     cpu_seconds: int = 1800
     home_bytes: int = 512 * 1024**2
+    threads: int = 1
 
     @staticmethod
     def for_workers(workers: int, total_memory: int | None = None) -> "Limits":
-        """Three quarters of the machine's memory, shared by the workers, at least 4 GiB each."""
+        """Three quarters of the memory and all the cores, shared by the workers (4 GiB at least)."""
         total = total_memory or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        return Limits(memory_bytes=max(4 * GIB, int(total * 0.75) // max(1, workers)))
+        workers = max(1, workers)
+        return Limits(memory_bytes=max(4 * GIB, int(total * 0.75) // workers),
+                      threads=max(1, (os.cpu_count() or 1) // workers))
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,9 @@ def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str]) -> list[str
                 "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin",
                 "--setenv", "LANG", "C.UTF-8", "--setenv", "MPLCONFIGDIR", f"{home}/.matplotlib",
                 "--setenv", "MPLBACKEND", "module://matplotlib_inline.backend_inline"]
-    for name in ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR", "OMP_NUM_THREADS"):
+    # Workers share the cores: more threads per kernel than that only adds contention.
+    command += ["--setenv", "OMP_NUM_THREADS", str(policy.limits.threads)]
+    for name in ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR"):
         if name in os.environ:
             command += ["--setenv", name, os.environ[name]]
     if policy.mode == "root":

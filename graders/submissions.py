@@ -58,6 +58,14 @@ def _extract(archive: Path, into: Path) -> Path:
     return into
 
 
+# Moodle names each student's folder "<Full Name>_<id>_assignsubmission_file_".
+_PLATFORM_SUFFIX = re.compile(r"(?:_\d+)?_assignsubmission_\w*$")
+
+
+def _student_name(folder: str) -> str:
+    return _PLATFORM_SUFFIX.sub("", folder) or folder
+
+
 def _visible(path: Path, root: Path) -> bool:
     parts = path.relative_to(root).parts
     return not any(p.startswith(".") or p in IGNORED for p in parts)
@@ -82,7 +90,7 @@ def find_submissions(source: Path, lesson: str, scratch: Path) -> list[Submissio
         elif len(parts) == 1:  # a flat folder: <student>.ipynb
             name = path.stem
         else:  # one folder per student, as platforms export
-            name = parts[0]
+            name = _student_name(parts[0])
         if name in found:
             raise SubmissionsError(f"two notebooks for {name!r}: {found[name]} and {path}; "
                                    "keep one per student")

@@ -103,8 +103,12 @@ def to_unit_float(images):
             leaks.append("wrote " + path)
         except Exception:
             pass
-    with open({private!r}, "w") as f:  # the sandbox's own /tmp: allowed, and gone afterwards
-        f.write("pwned")
+    for path in {private!r}:  # writable inside the sandbox, perhaps: it must not outlive the run
+        try:
+            with open(path, "w") as f:
+                f.write("pwned")
+        except Exception:
+            pass
     if leaks:
         return images  # a wrong answer: the sandbox let something through
     return images.float() / 255

@@ -45,7 +45,7 @@ def hostile_class(tmp_path_factory):
     out = root / "out"
     server, seen, stop = _listener()
     targets = [str(out / "course" / "gradebook.db"), str(root / MARKER), str(ROOT / MARKER)]
-    private = f"/tmp/{MARKER}"
+    private = [f"/tmp/{MARKER}"]
     context = {"port": server.getsockname()[1], "targets": targets, "private": private, "paths": [
         "../../solutions/01_tensors.ipynb", str(ROOT / "solutions" / "01_tensors.ipynb"),
         str(out / "course" / "gradebook.db"), str(root / "submissions" / "correct.ipynb"),
@@ -57,8 +57,8 @@ def hostile_class(tmp_path_factory):
     stop.set()
     server.close()
     yield {"rows": {r.student: r for r in rows}, "csv": csv_path, "cases": cases, "out": out,
-           "seen": seen, "targets": [*targets[1:], private]}
-    for target in [*targets[1:], private]:
+           "seen": seen, "targets": [*targets[1:], *private]}
+    for target in [*targets[1:], *private]:
         if os.path.exists(target):
             os.remove(target)
 
@@ -131,7 +131,7 @@ def test_a_killed_run_resumes_with_what_is_missing(tmp_path):
     folder = _small_class(tmp_path / "in", names)
     with zipfile.ZipFile(zip_path, "w") as archive:  # as a platform exports: a folder per student
         for name in names:
-            archive.write(folder / f"{name}.ipynb", f"{name}_assignsubmission_file/{LESSON}.ipynb")
+            archive.write(folder / f"{name}.ipynb", f"{name}_1234_assignsubmission_file_/{LESSON}.ipynb")
     out = tmp_path / "out"
     command = [sys.executable, "-m", "graders.cli", "grade", str(zip_path), "--lesson", LESSON,
                "--workers", "1", "--out-dir", str(out)]
@@ -155,7 +155,7 @@ def test_a_killed_run_resumes_with_what_is_missing(tmp_path):
     nbformat.write(changed, folder / "Zoë.ipynb")
     with zipfile.ZipFile(zip_path, "w") as archive:
         for name in names:
-            archive.write(folder / f"{name}.ipynb", f"{name}_assignsubmission_file/{LESSON}.ipynb")
+            archive.write(folder / f"{name}.ipynb", f"{name}_1234_assignsubmission_file_/{LESSON}.ipynb")
     third = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
     progress = [line for line in third.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == 1 and "Zoë" in progress[0], third.stdout
@@ -166,11 +166,11 @@ def test_without_root_a_user_namespace_still_isolates(tmp_path, monkeypatch):
     monkeypatch.setattr("graders.classroom.detect_mode", lambda: "userns")
     submissions = tmp_path / "in"
     submissions.mkdir()
-    context = {"port": 9, "targets": [str(ROOT / f"{MARKER}-userns")],
-               "private": f"/tmp/{MARKER}-userns", "paths": [str(ROOT / "solutions" / "01_tensors.ipynb")]}
+    written = [str(ROOT / f"{MARKER}-userns"), f"/tmp/{MARKER}-userns"]
+    context = {"port": 9, "targets": [], "private": written,
+               "paths": [str(ROOT / "solutions" / "01_tensors.ipynb")]}
     nbformat.write(next(c for c in CASES if c.name.startswith("reads")).make(context),
                    submissions / "snoop.ipynb")
     rows, _ = grade_class(Options(LESSON, submissions, tmp_path / "out", workers=1, progress=False))
     assert rows[0].total == 11 and rows[0].status == "graded", rows[0].reason
-    assert not os.path.exists(f"/tmp/{MARKER}-userns")
-    assert not os.path.exists(ROOT / f"{MARKER}-userns")
+    assert not any(os.path.exists(path) for path in written)
