@@ -28,7 +28,9 @@ from graders.sandbox import KERNEL_NAME, Limits, Policy, detect_mode, write_kern
 from graders.submissions import Submission, check_notebook, find_submissions
 from graders.worker import RESULT
 
-DONE = ("graded", "partial", "invalid", "wrong_lesson", "failed", "timeout")
+# A "failed" submission (the grader itself broke) is tried again on the next run.
+DONE = ("graded", "partial", "invalid", "wrong_lesson", "timeout")
+STATUSES = (*DONE, "failed")
 CSV_FIXED = ("student", "student_id")
 CSV_TAIL = ("total", "max", "status", "reason")
 
@@ -63,7 +65,7 @@ class Worker:
     """One ``python -m graders.worker`` process, its own session so it can be killed whole."""
 
     def __init__(self, number: int, log_dir: Path):
-        self.log = open(log_dir / f"worker-{number}.log", "ab")  # noqa: SIM115 (closed in stop)
+        self.log = open(log_dir / f"worker-{number}.log", "ab")  # closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "graders.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self.log, start_new_session=True, cwd=ROOT, text=True, bufsize=1)
@@ -219,32 +221,66 @@ def _run_workers(room: Classroom, todo: list[Submission], digests: dict, total: 
         return
     log_dir = room.out / "logs"
     log_dir.mkdir(exist_ok=True)
-    count = max(1, min(room.o.workers, len(todo)))
-    workers = [Worker(i, log_dir) for i in range(count)]
-    selector = selectors.DefaultSelector()
-    for worker in workers:
+    spawned = 0
+
+    def spawn() -> Worker:
+        nonlocal spawned
+        spawned += 1
+        worker = Worker(spawned, log_dir)
         selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
+        return worker
+
+    def retire(worker: Worker) -> Worker:
+        selector.unregister(worker.process.stdout)
+        worker.stop()
+        return spawn()
+
+    selector = selectors.DefaultSelector()
+    workers = [spawn() for _ in range(max(1, min(room.o.workers, len(todo))))]
     queue = list(enumerate(todo))
     by_job = dict(queue)
     hard_limit = room.o.notebook_timeout + 180
     started, finished, failures = time.monotonic(), 0, 0
-    already = total - len(todo)
 
-    def finish(worker: Worker, row: Row, reply: dict | None) -> None:
+    def finish(job: dict, status: str = "", reason: str = "", reply: dict | None = None) -> None:
         nonlocal finished, failures
-        submission = by_job[worker.job["job"]]
-        feedback = Path(reply["feedback"]).read_text() if reply and Path(reply["feedback"]).exists() else None
-        room.record(submission, row, Path(reply["autograded"]) if reply else None, feedback)
-        shutil.rmtree(worker.job["work_dir"], ignore_errors=True)
-        worker.job = None
+        submission = by_job[job["job"]]
+        digest = digests[submission.student_id]
+        if reply is not None:
+            row = _result_row(submission, digest, reply)
+            feedback = Path(reply["feedback"])
+            room.record(submission, row, Path(reply["autograded"]),
+                        feedback.read_text() if feedback.exists() else None)
+        else:
+            row = Row(submission.student, submission.student_id, digest, status, reason)
+            room.record(submission, row)
+        shutil.rmtree(job["work_dir"], ignore_errors=True)
         finished += 1
-        failures += row.status in ("failed", "timeout", "invalid", "wrong_lesson")
+        failures += row.status in ("failed", "timeout")
         if room.o.progress:
-            elapsed = time.monotonic() - started
-            left = elapsed / finished * (len(todo) - finished)
-            print(f"[{already + finished}/{total}] {row.student}: {row.total:g}/"
+            left = (time.monotonic() - started) / finished * (len(todo) - finished)
+            print(f"[{total - len(todo) + finished}/{total}] {row.student}: {row.total:g}/"
                   f"{sum(room.grade_cells.values()):g} {row.status} · {failures} failed so far · "
                   f"~{left:.0f} s left", flush=True)
+
+    def receive(worker: Worker) -> None:
+        line = worker.process.stdout.readline()
+        if not line:  # the worker died under its submission
+            job, worker.job = worker.job, None
+            finish(job, "failed", "grader error: the grading worker died")
+            return
+        if not line.startswith(RESULT):
+            return
+        reply = json.loads(line[len(RESULT):])
+        job, worker.job = worker.job, None
+        try:
+            if not reply["ok"]:
+                raise RuntimeError(reply["error"])
+            _validate_reply(reply, room.grade_cells)
+        except Exception as error:  # one broken submission never stops the class
+            finish(job, "failed", f"grader error: {str(error).strip().splitlines()[-1]}")
+            return
+        finish(job, reply=reply)
 
     try:
         while queue or any(w.job for w in workers):
@@ -253,48 +289,17 @@ def _run_workers(room: Classroom, todo: list[Submission], digests: dict, total: 
                     number, submission = queue.pop(0)
                     worker.send(_job(room, number, submission), hard_limit)
             for key, _ in selector.select(timeout=1.0):
-                worker = key.data
-                line = worker.process.stdout.readline()
-                if not line:  # the worker died: its submission fails, a new worker takes over
-                    line = RESULT + json.dumps({"job": worker.job["job"], "ok": False,
-                                                "error": "the grading worker died"})
-                if not line.startswith(RESULT):
-                    continue
-                reply = json.loads(line[len(RESULT):])
-                submission = by_job[worker.job["job"]]
-                digest = digests[submission.student_id]
-                try:
-                    if not reply["ok"]:
-                        raise RuntimeError(reply["error"])
-                    _validate_reply(reply, room.grade_cells)
-                    finish(worker, _result_row(submission, digest, reply), reply)
-                except Exception as error:  # one broken submission never stops the class
-                    reason = f"grader error: {str(error).strip().splitlines()[-1]}"
-                    finish(worker, Row(submission.student, submission.student_id, digest, "failed",
-                                       reason), None)
-                if worker.process.poll() is not None:
-                    workers, selector = _replace(workers, worker, selector, log_dir)
-            for worker in list(workers):
-                if worker.job and time.monotonic() > worker.deadline:
-                    submission = by_job[worker.job["job"]]
-                    job = worker.job
-                    workers, selector = _replace(workers, worker, selector, log_dir)
-                    worker = next(w for w in workers if w.job is None)
-                    worker.job = job
-                    finish(worker, Row(submission.student, submission.student_id,
-                                       digests[submission.student_id], "timeout",
-                                       f"grading took more than {hard_limit} s and was stopped"), None)
+                receive(key.data)
+            for index, worker in enumerate(workers):
+                if worker.process.poll() is not None and worker.job is None:
+                    workers[index] = retire(worker)
+                elif worker.job and time.monotonic() > worker.deadline:
+                    job, worker.job = worker.job, None
+                    workers[index] = retire(worker)
+                    finish(job, "timeout", f"grading took more than {hard_limit} s and was stopped")
     finally:
         for worker in workers:
             worker.stop()
-
-
-def _replace(workers, dead: Worker, selector, log_dir: Path):
-    selector.unregister(dead.process.stdout)
-    dead.stop()
-    fresh = Worker(workers.index(dead) + 100 * int(time.time()) % 1000, log_dir)
-    selector.register(fresh.process.stdout, selectors.EVENT_READ, fresh)
-    return [fresh if w is dead else w for w in workers], selector
 
 
 def write_csv(rows: list[Row], grade_cells: dict, path: Path) -> Path:
@@ -319,7 +324,7 @@ def summary(rows: list[Row], grade_cells: dict, out_dir: Path) -> tuple[str, Pat
 
     maximum = sum(grade_cells.values())
     totals = sorted(row.total for row in rows)
-    by_status = {s: sum(r.status == s for r in rows) for s in DONE if any(r.status == s for r in rows)}
+    by_status = {s: sum(r.status == s for r in rows) for s in STATUSES if any(r.status == s for r in rows)}
     mean = sum(totals) / len(totals) if totals else 0.0
     median = totals[len(totals) // 2] if totals else 0.0
     lines = ["| submissions | mean | median | min | max | " + " | ".join(by_status) + " |",
