@@ -1,0 +1,192 @@
+"""course.amp: timing, floating-point formats, the saved-tensor meter and the benchmarks (CPU paths).
+
+The CUDA branches (peak memory, synchronisation, the CUDA autocast policy) run on a GPU runner; here
+only what a CPU-only machine can do is checked, including that those branches stay out of the way.
+"""
+
+import math
+import time
+import warnings
+
+import matplotlib
+import pytest
+import torch
+from torch import nn
+
+from course import amp
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _closed_figures():
+    yield
+    plt.close("all")
+
+
+def _tiny_model():
+    return amp.make_matmul_mlp(16, 32, 2, classes=4)
+
+
+# ------------------------------------------------------------------------------------------ timing
+def test_synchronize_on_cpu_does_nothing():
+    amp.synchronize("cpu")
+    amp.synchronize(torch.device("cpu"))
+
+
+def test_time_calls_warms_up_then_times_each_call():
+    calls = []
+
+    def fn():
+        time.sleep(0.05 if len(calls) == 0 else 0.002)
+        calls.append(1)
+
+    times = amp.time_calls(fn, device="cpu", repeats=4, warmup=1)
+    assert len(calls) == 5 and len(times) == 4
+    assert all(0.0015 < t < 0.04 for t in times), times        # the slow warm-up call is not timed
+    unsynced = amp.time_calls(fn, device="cpu", repeats=2, warmup=0, sync=False)
+    assert len(unsynced) == 2 and len(calls) == 7
+
+
+def test_time_calls_waits_for_cuda_only_on_cuda(monkeypatch):
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args, **kwargs: events.append("sync"))
+    amp.time_calls(lambda: events.append("call"), device="cpu", repeats=2, warmup=1)
+    assert events == ["call"] * 3
+    events.clear()
+    amp.time_calls(lambda: events.append("call"), device="cuda", repeats=2, warmup=1)
+    assert events == ["call", "sync", "call", "sync", "sync", "call", "sync"]
+    events.clear()
+    amp.time_calls(lambda: events.append("call"), device="cuda", repeats=2, warmup=0, sync=False)
+    assert events == ["call", "call", "sync"]       # nothing left queued behind
+
+
+def test_benchmark_median_is_seconds_per_call():
+    seconds = amp.benchmark_median(lambda: time.sleep(0.001), min_run_time=0.05)
+    assert 0.0009 < seconds < 0.02
+
+
+# ----------------------------------------------------------------------------------------- formats
+@pytest.mark.parametrize(("dtype", "bits"), [(torch.float32, (1, 8, 23)), (torch.float16, (1, 5, 10)),
+                                             (torch.bfloat16, (1, 8, 7)), (torch.float64, (1, 11, 52))])
+def test_format_bits(dtype, bits):
+    assert amp.format_bits(dtype) == bits
+    assert sum(bits) == torch.finfo(dtype).bits
+
+
+def test_finfo_table_rows_and_text():
+    rows = {row["dtype"]: row for row in amp.finfo_table()}
+    assert list(rows) == ["float32", "float16", "bfloat16"]
+    assert rows["float16"]["max"] == 65504.0
+    assert rows["float16"]["smallest_subnormal"] == 2.0 ** -24
+    assert rows["bfloat16"]["smallest_normal"] == rows["float32"]["smallest_normal"]
+    assert rows["bfloat16"]["eps"] == 2.0 ** -7
+    assert 7 < rows["float32"]["decimal_digits"] < 7.3
+    text = amp.format_finfo_table(amp.finfo_table())
+    assert all(name in text for name in rows) and "65504" not in text.splitlines()[0]
+
+
+def test_round_trip_error_marks_underflow_and_overflow():
+    error = amp.round_trip_error([1.0, 1e-9, 1e5, 1.0 + 2.0 ** -12], torch.float16)
+    assert error.dtype == torch.float64
+    assert error[0] == 0.0 and error[1] == 1.0 and math.isinf(error[2])
+    assert 0 < error[3] <= 2.0 ** -11
+    assert amp.round_trip_error([1e5], torch.bfloat16)[0] < 2.0 ** -8
+
+
+def test_pictures_draw():
+    assert len(amp.plot_formats(points=300).axes) == 2
+    grads = torch.logspace(-10, -3, 500)
+    assert amp.plot_gradient_scaling(grads, 2.0 ** 16).axes
+
+
+# ------------------------------------------------------------------------------------------ memory
+def test_bytes_helpers():
+    assert amp.tensor_nbytes(torch.zeros(3, 5, dtype=torch.bfloat16)) == 30
+    assert amp.tensor_nbytes(torch.zeros(10)[2:4]) == 8          # a view counts its own elements
+    assert amp.format_bytes(512) == "512 B"
+    assert amp.format_bytes(3 * 2**20) == "3.0 MiB"
+    assert amp.format_bytes(None) == "-"
+
+
+def test_saved_tensor_meter_counts_activations_not_parameters():
+    layer = nn.Linear(64, 64)
+    x = torch.randn(32, 64)
+    with amp.SavedTensorMeter(exclude=list(layer.parameters())) as meter:
+        layer(x).relu()
+    assert meter.bytes == 2 * 32 * 64 * 4           # the input of the linear layer and relu's output
+    with amp.SavedTensorMeter(exclude=list(layer.parameters())) as low:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            layer(x).relu()
+    # the same two activations in bf16 (the input needs no gradient, so no weight copy is kept)
+    assert low.bytes == 2 * 32 * 64 * 2 == meter.bytes // 2
+    with amp.SavedTensorMeter() as nothing:
+        with torch.no_grad():
+            layer(x)
+    assert nothing.bytes == 0 and nothing.tensors == 0
+
+
+# ---------------------------------------------------------------------------------------- autocast
+def test_autocast_support_on_this_machine():
+    assert amp.autocast_supported("cpu", torch.bfloat16)
+    assert not amp.autocast_supported("cpu", torch.float32)     # CPU autocast warns and disables itself
+    if not torch.cuda.is_available():
+        assert not amp.autocast_supported("cuda", torch.float16)
+    modes = amp.amp_modes("cpu")
+    assert [m.name for m in modes] == ["fp32", "bf16", "fp16+scaler"]
+    assert modes[0].dtype == torch.float32 and not modes[0].skipped
+    assert not modes[1].skipped and modes[2].scaler
+
+
+def test_run_amp_benchmark_on_cpu():
+    modes = [amp.AmpMode("fp32", torch.float32, scaler=False),
+             amp.AmpMode("bf16", torch.bfloat16, scaler=False),
+             amp.AmpMode("fp16+scaler", torch.float16, scaler=True, skipped="not on this test")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        results = amp.run_amp_benchmark(_tiny_model, device="cpu", steps=3, batch_size=8, in_features=16,
+                                        classes=4, warmup=1, modes=modes)
+    fp32, bf16, skipped = results
+    assert (fp32.mode, bf16.mode, skipped.mode) == ("fp32", "bf16", "fp16+scaler")
+    for r in (fp32, bf16):
+        assert r.steps == 3 and r.steps_per_s > 0 and math.isfinite(r.final_loss)
+        assert r.peak_bytes is None                  # CUDA only
+    assert 0 < bf16.saved_bytes < fp32.saved_bytes
+    assert abs(bf16.final_loss - fp32.final_loss) < 0.05      # same start, same batches
+    assert skipped.skipped and math.isnan(skipped.steps_per_s)
+    text = amp.format_amp_results(results)
+    assert "skipped: not on this test" in text and "1.00x" in text
+    assert len(amp.plot_amp_benchmark(results, title="cpu").axes) == 3
+
+
+def test_run_amp_benchmark_uses_every_mode_this_cpu_supports():
+    results = amp.run_amp_benchmark(_tiny_model, device=torch.device("cpu"), steps=2, batch_size=8,
+                                    in_features=16, classes=4, warmup=1)
+    ran = [r.mode for r in results if not r.skipped]
+    assert ran[:2] == ["fp32", "bf16"]
+
+
+# ----------------------------------------------------------------------------------------- compile
+def test_compile_benchmark_reports_failures_and_measures_success():
+    def broken_backend(graph_module, example_inputs):
+        raise RuntimeError("no C++ compiler on this machine")
+
+    kwargs = dict(device="cpu", batch_size=8, in_features=16, classes=4, steps=3)
+    failed = amp.compile_benchmark(_tiny_model, backend=broken_backend, **kwargs)
+    assert not failed.ok and "no C++ compiler on this machine" in failed.error, failed.error
+    assert failed.eager_step_s > 0 and math.isnan(failed.compiled_step_s)
+
+    worked = amp.compile_benchmark(_tiny_model, backend="eager", **kwargs)
+    assert worked.ok, worked.error
+    assert worked.first_step_s > 0 and worked.compiled_step_s > 0 and worked.speedup > 0
+    assert len(amp.plot_compile(worked, steps=50).axes) == 1
+
+
+def test_break_even_steps():
+    result = amp.CompileResult(eager_step_s=0.010, first_step_s=2.005, compiled_step_s=0.005)
+    assert result.speedup == pytest.approx(2.0)
+    assert result.break_even_steps == pytest.approx(400.0)
+    slower = amp.CompileResult(eager_step_s=0.01, first_step_s=1.0, compiled_step_s=0.02)
+    assert math.isinf(slower.break_even_steps)
+    assert amp.plot_compile(result, steps=600).axes
