@@ -88,6 +88,17 @@ def grade(job: dict) -> dict:
 RESULT = "@@course-result "
 
 
+def _reap_children() -> None:
+    """Collect exited kernel launchers, so a worker grading hundreds of notebooks leaves no zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main() -> int:
     for line in sys.stdin:
         job = json.loads(line)
@@ -96,6 +107,7 @@ def main() -> int:
             reply = {"job": job["job"], "ok": True, **grade(job)}
         except Exception:  # reported to the parent, which records the submission as failed
             reply = {"job": job["job"], "ok": False, "error": traceback.format_exc(limit=5)}
+        _reap_children()
         # Libraries may print too: the parent reads only lines that carry this prefix.
         sys.stdout.write(RESULT + json.dumps(reply) + "\n")
         sys.stdout.flush()
