@@ -25,7 +25,7 @@ run: setup
 
 # Test workers execute notebooks side by side: one math thread each avoids oversubscribing.
 test: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/
