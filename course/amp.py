@@ -28,6 +28,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from course.memory import SavedTensorMeter
+
 FORMAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _COLORS = {torch.float32: "tab:blue", torch.float16: "tab:orange", torch.bfloat16: "tab:green",
            torch.float64: "tab:purple"}
@@ -235,48 +237,6 @@ def format_bytes(n) -> str:
     return f"{n:.1f} GiB"
 
 
-class SavedTensorMeter:
-    """Counts the bytes autograd keeps for the backward pass while the ``with`` block runs.
-
-    Each storage is counted once; storages of the tensors in ``exclude`` (usually the model's
-    parameters, which exist anyway) are not counted. Works on every device, CPU included: it is the
-    activation memory that a GPU's peak-memory counter would also see.
-    """
-
-    def __init__(self, exclude=()):
-        self._exclude = {(t.device, t.untyped_storage().data_ptr()) for t in exclude}
-        self._seen = set()
-        self._alive = []           # counted storages, held while the block runs: no address reuse
-        self._context = None
-        self.bytes = 0
-        self.tensors = 0
-
-    def _pack(self, tensor):
-        storage = tensor.untyped_storage()
-        key = (tensor.device, storage.data_ptr())
-        if key not in self._exclude and key not in self._seen:
-            self._seen.add(key)
-            self._alive.append(storage)
-            self.bytes += storage.nbytes()
-            self.tensors += 1
-        return tensor
-
-    @staticmethod
-    def _unpack(tensor):
-        return tensor
-
-    def __enter__(self):
-        self._context = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-        self._context.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self._context.__exit__(*exc)
-        self._alive = []
-        return False
-
-
-# --------------------------------------------------------------------------------------- autocast
 @dataclass
 class AmpMode:
     """One way of training: the autocast dtype (``float32``: no autocast), a scaler or not."""

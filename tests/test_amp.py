@@ -124,7 +124,7 @@ def test_saved_tensor_meter_counts_activations_not_parameters():
     with amp.SavedTensorMeter() as nothing:
         with torch.no_grad():
             layer(x)
-    assert nothing.bytes == 0 and nothing.tensors == 0
+    assert nothing.bytes == 0 and nothing.count == 0
 
 
 # ---------------------------------------------------------------------------------------- autocast

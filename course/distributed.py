@@ -1,0 +1,369 @@
+"""Distributed data parallel on one machine, the way lesson 07 runs it.
+
+Several processes each hold a full copy of the model, read a different shard of the data
+(``DistributedSampler``), and run their own forward and backward passes. During the backward pass
+``DistributedDataParallel`` averages the gradients across processes (an all-reduce per bucket of
+gradients), so every copy takes the same optimizer step and stays identical. Data never moves
+between processes, and weights only once, when DDP broadcasts rank 0's copy at construction.
+
+Two ways to start the processes:
+
+- from a notebook, :func:`run_ddp` writes a task file and starts :func:`ddp_worker` with
+  ``torch.multiprocessing.spawn``. Spawn starts fresh interpreters and pickles the worker *by
+  reference* (module and name), which is why the worker lives here, in an importable module, and
+  not in a notebook cell;
+- from a shell, ``torchrun --standalone --nproc_per_node=2 -m course.distributed`` runs
+  :func:`main` once per process, with ``RANK``, ``WORLD_SIZE`` and the rendezvous address in the
+  environment.
+
+Backend: ``nccl`` when there is one CUDA device per process, ``gloo`` on the CPU otherwise. On one
+machine the processes talk over the loopback interface; with gloo we name it through
+``GLOO_SOCKET_IFNAME`` so that a machine whose hostname resolves to an unreachable address (a
+sandbox without network, say) still works.
+"""
+
+import argparse
+import copy
+import datetime
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+__all__ = ["DDPRun", "contiguous_shard", "ddp_worker", "free_port", "launch", "loopback_interface",
+           "main", "pick_backend", "run_ddp", "setup_process_group"]
+
+DEFAULT_TIMEOUT_S = 120
+
+
+# ------------------------------------------------------------------------------------------- setup
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now: bind to port 0 and let the system choose.
+
+    The socket is closed before the port is used, so another program could take it in between;
+    on a notebook machine that is rare, and the rendezvous then fails with a clear error.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def loopback_interface() -> str | None:
+    """The name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS), if any."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return None
+    return next((name for name in names if name.startswith("lo")), None)
+
+
+def pick_backend(world_size: int) -> str:
+    """``nccl`` when every process can have its own CUDA device, ``gloo`` (CPU) otherwise."""
+    if (torch.cuda.is_available() and torch.cuda.device_count() >= world_size
+            and dist.is_nccl_available()):
+        return "nccl"
+    return "gloo"
+
+
+def setup_process_group(rank: int, world_size: int, *, port: int, backend: str = "gloo",
+                        addr: str = "127.0.0.1", timeout_s: float = DEFAULT_TIMEOUT_S) -> torch.device:
+    """Join the process group over TCP at ``addr:port``; returns this process's device.
+
+    Every process calls it with the same ``addr``, ``port`` and ``world_size`` and its own ``rank``;
+    it returns once all ``world_size`` processes have arrived, or raises after ``timeout_s``.
+    """
+    if backend == "gloo" and addr in ("127.0.0.1", "localhost") and "GLOO_SOCKET_IFNAME" not in os.environ:
+        interface = loopback_interface()
+        if interface:
+            os.environ["GLOO_SOCKET_IFNAME"] = interface
+    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
+                            world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+        return torch.device("cuda", rank)
+    return torch.device("cpu")
+
+
+def launch(fn, world_size: int, args=(), *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """``torch.multiprocessing.spawn(fn, args, nprocs=world_size)`` with a deadline.
+
+    ``fn(rank, *args)`` runs in ``world_size`` fresh processes. An exception in any of them is
+    raised here with its traceback; a run past ``timeout_s`` is stopped and raises ``TimeoutError``.
+    """
+    context = mp.spawn(fn, args=tuple(args), nprocs=world_size, join=False)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not context.join(timeout=0.2):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the {world_size} processes did not finish within {timeout_s} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+
+def contiguous_shard(tensor: torch.Tensor, world_size: int, rank: int) -> torch.Tensor:
+    """Rank ``rank``'s contiguous part of a batch split into ``world_size`` equal parts."""
+    if len(tensor) % world_size:
+        raise ValueError(f"a batch of {len(tensor)} does not split into {world_size} equal parts")
+    size = len(tensor) // world_size
+    return tensor[rank * size:(rank + 1) * size]
+
+
+# ------------------------------------------------------------------------------------------ worker
+def _grads(model: nn.Module) -> dict:
+    return {name: p.grad.detach().cpu().clone() for name, p in model.named_parameters()
+            if p.grad is not None}
+
+
+def _params(model: nn.Module) -> dict:
+    return {name: p.detach().cpu().clone() for name, p in model.named_parameters()}
+
+
+def _max_difference_to_rank0(model: nn.Module) -> float:
+    """Largest |parameter − rank 0's parameter| over all parameters (each rank gets the same answer)."""
+    worst = torch.zeros(1, dtype=torch.float64)
+    for p in model.parameters():
+        reference = p.detach().clone()
+        dist.broadcast(reference, src=0)
+        gap = (p.detach() - reference).abs().max().to(torch.float64).cpu()
+        worst = torch.maximum(worst, gap.reshape(1))
+    worst = worst.to(next(model.parameters()).device)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return worst.item()
+
+
+def _stderr_to_file(path: Path) -> None:
+    """Send this process's stderr (C++ warnings included) to ``path``; run_ddp hands it back.
+
+    A notebook kernel shows a child's stderr as the cell's stderr; the launcher reports it instead,
+    as text the notebook can print.
+    """
+    sys.stderr.flush()
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(handle, 2)
+    os.close(handle)
+
+
+class _BucketLog:
+    """A DDP communication hook that notes each bucket (size, parameters, when) and all-reduces it."""
+
+    def __init__(self, names: dict):
+        self.names = names
+        self.calls = []
+
+    def hook(self, state, bucket):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        self.calls.append({"time": time.perf_counter(), "index": bucket.index(),
+                           "numel": bucket.buffer().numel(),
+                           "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
+                           "params": [self.names[id(p)] for p in bucket.parameters()]})
+        return allreduce_hook(state, bucket)
+
+
+def ddp_worker(rank: int, world_size: int, port: int, task_path: str, out_dir: str) -> None:
+    """One process of :func:`run_ddp`: the task is read from ``task_path``, results go to ``out_dir``.
+
+    1. Join the group; the model arrives from the task file (same weights in every process), and
+       ranks other than 0 then perturb theirs, to show that DDP's construction broadcasts rank 0's.
+    2. One batch, split by a ``DistributedSampler``: the local gradient of this rank's half, the
+       gradient after a hand-written all-reduce average, and the gradient DDP leaves after backward
+       (with a communication hook that logs each bucket it all-reduces).
+    3. ``steps`` training steps with SGD on the rank's shards of the training set, each timed
+       (``step_seconds``), the weights after the first step and at the end, and the largest
+       difference between this rank's parameters and rank 0's.
+
+    The process's stderr goes to ``out_dir/rank<r>.log`` (see :func:`run_ddp`).
+    """
+    _stderr_to_file(Path(out_dir) / f"rank{rank}.log")
+    task = torch.load(task_path, weights_only=False)  # our own file, written by run_ddp
+    torch.set_num_threads(task["threads"])
+    backend = task["backend"]
+    device = setup_process_group(rank, world_size, port=port, backend=backend,
+                                 timeout_s=task["timeout_s"])
+    try:
+        result = {"rank": rank, "world_size": world_size, "backend": backend, "pid": os.getpid(),
+                  "threads": torch.get_num_threads()}
+        loss_fn = nn.CrossEntropyLoss()
+
+        # 2. one batch: local, hand-averaged and DDP gradients
+        x, y = task["x"], task["y"]
+        batch = TensorDataset(x, y)
+        sampler = DistributedSampler(batch, num_replicas=world_size, rank=rank, shuffle=False)
+        result["batch_indices"] = list(sampler)
+        (xs, ys), = DataLoader(batch, batch_size=len(sampler), sampler=sampler)
+        xs, ys = xs.to(device), ys.to(device)
+
+        plain = copy.deepcopy(task["model"]).to(device)
+        loss_fn(plain(xs), ys).backward()
+        result["local_grads"] = _grads(plain)
+        for p in plain.parameters():        # what DDP does, by hand: sum across ranks, divide
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+            p.grad /= world_size
+        result["manual_grads"] = _grads(plain)
+
+        model = copy.deepcopy(task["model"]).to(device)
+        if rank > 0:
+            with torch.no_grad():
+                generator = torch.Generator().manual_seed(1000 + rank)
+                for p in model.parameters():
+                    p.add_(torch.randn(p.shape, generator=generator).to(device))
+        result["diff_before_ddp"] = _max_difference_to_rank0(model)
+        ddp = DistributedDataParallel(model, **task["ddp_options"])
+        result["diff_after_ddp"] = _max_difference_to_rank0(model)
+        log = _BucketLog({id(p): name for name, p in model.named_parameters()})
+        ddp.register_comm_hook(None, log.hook)
+        # The first backward uses one bucket and records the order in which gradients become
+        # ready; DDP rebuilds its buckets in that order before the second forward. Log the second.
+        for _ in range(2):
+            ddp.zero_grad(set_to_none=True)
+            log.calls.clear()
+            loss = loss_fn(ddp(xs), ys)
+            start = time.perf_counter()
+            loss.backward()
+            end = time.perf_counter()
+        result["ddp_grads"] = _grads(model)
+        result["buckets"] = [dict(call, time=call["time"] - start) for call in log.calls]
+        result["backward_seconds"] = end - start
+
+        # 3. timed training steps on this rank's shards
+        train = TensorDataset(task["train_x"], task["train_y"])
+        sampler = DistributedSampler(train, num_replicas=world_size, rank=rank, shuffle=False)
+        loader = DataLoader(train, batch_size=task["batch_size"] // world_size, sampler=sampler)
+        shards = [(a.to(device), b.to(device)) for a, b in loader][: task["steps"]]
+        ddp = DistributedDataParallel(copy.deepcopy(task["model"]).to(device), **task["ddp_options"])
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=task["lr"])
+        dist.barrier()
+        step_seconds = []
+        for xs, ys in shards:
+            start = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(ddp(xs), ys).backward()   # returns once the gradients are averaged
+            optimizer.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            step_seconds.append(time.perf_counter() - start)
+            if len(step_seconds) == 1:
+                result["params_after_first_step"] = _params(ddp.module)
+        result["step_seconds"] = step_seconds
+        dist.barrier()
+        result["steps"] = len(shards)
+        result["final_params"] = _params(ddp.module)
+        result["diff_after_training"] = _max_difference_to_rank0(ddp.module)
+        torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+class DDPRun(list):
+    """The per-rank result dicts of :func:`run_ddp`, plus ``seconds``: the wall time of the launch.
+
+    Each dict's ``messages`` holds what that process wrote to stderr (library warnings), as lines.
+    """
+
+    seconds: float = 0.0
+
+
+def run_ddp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, train_x: torch.Tensor,
+            train_y: torch.Tensor, batch_size: int, steps: int, lr: float = 0.1,
+            world_size: int = 2, threads: int = 1, ddp_options: dict | None = None,
+            backend: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> DDPRun:
+    """Start ``world_size`` processes running :func:`ddp_worker` and return what each measured.
+
+    ``model`` (copied to every process), the batch ``(x, y)`` for the gradient comparison and the
+    training set ``(train_x, train_y)`` travel in a temporary file; ``batch_size`` is the global
+    batch, split equally across the processes. Each process uses ``threads`` CPU threads.
+    ``ddp_options`` go to ``DistributedDataParallel`` (say ``{"bucket_cap_mb": 5}``).
+    """
+    if len(x) % world_size or batch_size % world_size:
+        raise ValueError(f"the batch sizes ({len(x)}, {batch_size}) must divide by {world_size}")
+    backend = backend or pick_backend(world_size)
+    task = {"model": copy.deepcopy(model).to("cpu"), "x": x.cpu(), "y": y.cpu(), "train_x": train_x.cpu(),
+            "train_y": train_y.cpu(), "batch_size": batch_size, "steps": steps, "lr": lr,
+            "threads": threads, "ddp_options": dict(ddp_options or {}), "backend": backend,
+            "timeout_s": timeout_s}
+    with tempfile.TemporaryDirectory(prefix="course-ddp-") as folder:
+        task_path = os.path.join(folder, "task.pt")
+        torch.save(task, task_path)
+        logs = [Path(folder) / f"rank{r}.log" for r in range(world_size)]
+
+        def messages(r):
+            return logs[r].read_text(errors="replace").splitlines() if logs[r].exists() else []
+
+        start = time.perf_counter()
+        try:
+            launch(ddp_worker, world_size, (world_size, free_port(), task_path, folder), timeout_s=timeout_s)
+        except Exception as error:
+            told = "\n".join(f"  rank {r}: {line}" for r in range(world_size) for line in messages(r))
+            raise RuntimeError(f"the DDP run failed: {error}\n"
+                               f"what the processes wrote to stderr:\n{told or '  (nothing)'}") from error
+        seconds = time.perf_counter() - start
+        results = DDPRun(torch.load(os.path.join(folder, f"rank{r}.pt"), weights_only=False)
+                         for r in range(world_size))
+        for r, result in enumerate(results):
+            result["messages"] = messages(r)
+    results.seconds = seconds
+    return results
+
+
+# ---------------------------------------------------------------------------------- torchrun entry
+def main(argv=None) -> None:
+    """The script form: ``torchrun --standalone --nproc_per_node=2 -m course.distributed``.
+
+    torchrun starts one copy per process and tells each who it is through environment variables
+    (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), which
+    ``init_method="env://"`` reads. The same script runs on several machines with
+    ``torchrun --nnodes=N --node_rank=i --master_addr=HOST --master_port=PORT ...``.
+    """
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args(argv)
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    if backend == "gloo" and os.environ.get("MASTER_ADDR") in ("127.0.0.1", "localhost"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface() or "lo")
+    dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=60))
+    try:
+        device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        torch.manual_seed(0)  # same data and same initial weights in every process
+        data = TensorDataset(torch.randn(args.batch_size * args.steps, 20),
+                             torch.randint(0, 3, (args.batch_size * args.steps,)))
+        model = DistributedDataParallel(
+            nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 3)).to(device))
+        sampler = DistributedSampler(data, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+        loader = DataLoader(data, batch_size=args.batch_size // world_size, sampler=sampler)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        sampler.set_epoch(0)
+        for xs, ys in loader:
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(xs.to(device)), ys.to(device))
+            loss.backward()
+            optimizer.step()
+        gap = _max_difference_to_rank0(model.module)
+        print(f"rank {rank}/{world_size} (local rank {local_rank}, {backend}): {len(sampler)} examples, "
+              f"last loss {loss.item():.4f}, max |param - rank 0's| = {gap:.1e}", flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Activation memory, measured: what the forward pass keeps for the backward pass.
+
+Autograd saves some tensors during the forward pass (a layer's input, an activation's output, the
+statistics of a normalisation) because the backward pass needs them. They stay alive until
+``backward()`` has used them, and at scale they, not the parameters, fill the memory.
+
+:class:`SavedTensorMeter` counts them on any device with
+``torch.autograd.graph.saved_tensors_hooks``: every tensor autograd saves passes through the
+meter's *pack* hook, which notes the storage it lives in. A storage saved twice (the output of a
+ReLU is saved by the ReLU and again, as its input, by the next linear layer) is counted once, and
+the storages of tensors passed as ``exclude`` (usually the model's parameters, which exist with or
+without a graph) are not counted at all. Lesson 07 teaches it.
+"""
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["SavedRecord", "SavedTensorMeter", "cuda_memory_of", "saved_bytes", "model_saved_bytes",
+           "model_state_tensors",
+           "time_per_call"]
+
+
+@dataclass(frozen=True)
+class SavedRecord:
+    """One tensor autograd saved: its shape, dtype, and the bytes of the storage it lives in.
+
+    ``counted`` is False when the storage was already counted or belongs to an excluded tensor.
+    """
+
+    shape: tuple
+    dtype: torch.dtype
+    storage_bytes: int
+    counted: bool
+    excluded: bool
+
+
+def _storage_key(tensor: torch.Tensor):
+    storage = tensor.untyped_storage()
+    return (tensor.device.type, tensor.device.index, storage.data_ptr())
+
+
+class SavedTensorMeter:
+    """Count the bytes autograd saves for backward while the ``with`` block runs.
+
+    >>> with SavedTensorMeter(exclude=model.parameters()) as meter:
+    ...     loss = model(x).sum()
+    >>> meter.bytes          # distinct storages kept for backward, parameters left out
+
+    The meter does not change what is saved: its hooks hand every tensor back untouched. It holds a
+    reference to each counted storage only while the block runs (so that a freed address reused by
+    a new tensor cannot be mistaken for the same storage); afterwards it keeps numbers only.
+    Hooks nest: inside a region that installs its own hooks (``torch.utils.checkpoint`` with
+    ``use_reentrant=False`` does), the innermost hooks win and the meter sees only what the region
+    hands to the outer graph, which is exactly what stays in memory.
+    """
+
+    def __init__(self, exclude=()):
+        self._excluded = {_storage_key(t) for t in exclude}
+        self._seen: dict = {}
+        self._alive: list = []
+        self.records: list[SavedRecord] = []
+        self._hooks = None
+
+    # the hooks: pack sees every saved tensor, unpack gives it back to backward
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        key = _storage_key(tensor)
+        excluded = key in self._excluded
+        counted = not excluded and key not in self._seen
+        nbytes = tensor.untyped_storage().nbytes()
+        if counted:
+            self._seen[key] = nbytes
+            self._alive.append(tensor.untyped_storage())
+        self.records.append(SavedRecord(tuple(tensor.shape), tensor.dtype, nbytes, counted, excluded))
+        return tensor
+
+    @staticmethod
+    def _unpack(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def __enter__(self) -> "SavedTensorMeter":
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._hooks.__exit__(*exc_info)
+        self._hooks = None
+        self._alive = []
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of the distinct, non-excluded storages saved so far."""
+        return sum(self._seen.values())
+
+    @property
+    def count(self) -> int:
+        """How many distinct, non-excluded storages were saved."""
+        return len(self._seen)
+
+    @property
+    def saves(self) -> int:
+        """How many times autograd saved a tensor (repeats and excluded ones included)."""
+        return len(self.records)
+
+    def table(self, limit: int = 20) -> str:
+        """The saved tensors as text, one per line, in the order autograd saved them."""
+        lines = [f"{'#':>3}  {'shape':<18} {'dtype':<14} {'storage bytes':>13}  note"]
+        for i, r in enumerate(self.records[:limit], start=1):
+            note = "parameter (not counted)" if r.excluded else ("" if r.counted else "same storage again")
+            lines.append(f"{i:>3}  {str(r.shape):<18} {str(r.dtype):<14} {r.storage_bytes:>13,}  {note}")
+        if len(self.records) > limit:
+            lines.append(f"... {len(self.records) - limit} more")
+        lines.append(f"counted: {self.count} storages, {self.bytes:,} bytes")
+        return "\n".join(lines)
+
+
+def saved_bytes(fn, *args, exclude=(), **kwargs) -> int:
+    """Run ``fn(*args, **kwargs)`` under a :class:`SavedTensorMeter`; the bytes it saved."""
+    meter = SavedTensorMeter(exclude=exclude)
+    with meter:
+        result = fn(*args, **kwargs)
+    del result  # kept alive until the count was complete
+    return meter.bytes
+
+
+def model_state_tensors(model: torch.nn.Module) -> list:
+    """The model's own tensors (parameters and buffers): they exist with or without a graph."""
+    return [*model.parameters(), *model.buffers()]
+
+
+def model_saved_bytes(model: torch.nn.Module, *inputs) -> int:
+    """Bytes the forward pass ``model(*inputs)`` keeps for backward, the model's parameters and
+    buffers (say BatchNorm's running statistics) left out."""
+    return saved_bytes(model, *inputs, exclude=model_state_tensors(model))
+
+
+def time_per_call(fn, *, repeats: int = 5, warmup: int = 1, device=None) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` calls after ``warmup`` calls.
+
+    On CUDA the device is synchronised before each clock reading: kernels run asynchronously, and a
+    clock read without waiting measures only how long it took to queue them.
+    """
+    cuda = device is not None and torch.device(device).type == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def cuda_memory_of(fn, device) -> dict:
+    """What ``fn()`` costs in CUDA memory: the peak above the start, and what it still holds after.
+
+    ``peak_bytes`` comes from ``torch.cuda.max_memory_allocated`` (reset first); ``kept_bytes`` is
+    ``memory_allocated`` after ``fn`` returned, while its result is still referenced, minus before.
+    Only meaningful on CUDA; on other devices a ``RuntimeError`` says so.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise RuntimeError(f"cuda_memory_of needs a CUDA device, got {device}")
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    result = fn()
+    torch.cuda.synchronize(device)
+    kept = torch.cuda.memory_allocated(device) - before
+    peak = torch.cuda.max_memory_allocated(device) - before
+    del result
+    return {"peak_bytes": peak, "kept_bytes": kept}
