@@ -16,9 +16,9 @@ from hostile import CASES, FULL, LESSON, solved, write_class
 from graders.classroom import Options, grade_class
 from graders.lessons import ROOT
 
-pytestmark = pytest.mark.notebook
-# Tests that read the hostile class share one test worker, so the class is graded once.
-same_class = pytest.mark.xdist_group("hostile_class")
+# The class grader runs its own parallel workers: `make test` runs these tests after the others,
+# in one process, so that they neither share the cores with notebook tests nor grade a class twice.
+pytestmark = [pytest.mark.notebook, pytest.mark.classroom]
 MARKER = f"pwned-{os.getpid()}"
 
 
@@ -65,7 +65,6 @@ def hostile_class(tmp_path_factory):
             os.remove(target)
 
 
-@same_class
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_each_submission_gets_the_score_and_reason_it_deserves(hostile_class, case):
     row = hostile_class["rows"][case.name]
@@ -77,7 +76,6 @@ def test_each_submission_gets_the_score_and_reason_it_deserves(hostile_class, ca
     assert row.total == case.expected_total(), row.cells
 
 
-@same_class
 def test_the_sandbox_let_nothing_out(hostile_class):
     assert hostile_class["seen"] == [], "a kernel reached the network"
     for target in hostile_class["targets"]:
@@ -85,7 +83,6 @@ def test_the_sandbox_let_nothing_out(hostile_class):
     assert b"pwned" not in (hostile_class["out"] / "course" / "gradebook.db").read_bytes()
 
 
-@same_class
 def test_grades_csv_lists_every_student(hostile_class):
     with open(hostile_class["csv"], encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
@@ -94,7 +91,6 @@ def test_grades_csv_lists_every_student(hostile_class):
     assert {r["max"] for r in rows} == {"11"}
 
 
-@same_class
 def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
     feedback = hostile_class["out"] / "feedback"
     for row in hostile_class["rows"].values():
@@ -104,7 +100,6 @@ def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
     assert "ESCRIBE TU CÓDIGO AQUÍ" in blank  # the Spanish edition's own feedback
 
 
-@same_class
 def test_stock_nbgrader_export_reads_the_gradebook(hostile_class):
     course = hostile_class["out"] / "course"
     subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course, check=True,
