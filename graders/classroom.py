@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,14 +203,16 @@ def grade_class(options: Options) -> tuple[list[Row], Path]:
     return rows, csv_path
 
 
-def _job(room: Classroom, number: int, submission: Submission) -> dict:
+def _job(room: Classroom, number: int, submission: Submission, sockets: Path) -> dict:
     work_dir = room.scratch / "jobs" / submission.student_id
     if work_dir.exists():
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
+    (sockets / str(number)).mkdir()
     return {"job": number, "lesson": room.o.lesson, "student_id": submission.student_id,
             "notebook": str(submission.path.resolve()), "master": str(room.master.resolve()),
             "template_db": str(room.template_db.resolve()), "work_dir": str(work_dir.resolve()),
+            "socket_dir": str(sockets / str(number)),
             "cell_timeout": room.o.cell_timeout, "notebook_timeout": room.o.notebook_timeout,
             "sandbox": "off" if room.policy.mode == "none" else "on", "kernel_name": KERNEL_NAME,
             "jupyter_path": str((room.scratch / "jupyter").resolve())}
@@ -221,6 +224,8 @@ def _run_workers(room: Classroom, todo: list[Submission], digests: dict, total: 
         return
     log_dir = room.out / "logs"
     log_dir.mkdir(exist_ok=True)
+    # Unix socket paths must stay under ~100 bytes, whatever the class folder and student names.
+    sockets = Path(tempfile.mkdtemp(prefix="course-grader-"))
     spawned = 0
 
     def spawn() -> Worker:
@@ -255,6 +260,7 @@ def _run_workers(room: Classroom, todo: list[Submission], digests: dict, total: 
             row = Row(submission.student, submission.student_id, digest, status, reason)
             room.record(submission, row)
         shutil.rmtree(job["work_dir"], ignore_errors=True)
+        shutil.rmtree(job["socket_dir"], ignore_errors=True)
         finished += 1
         failures += row.status in ("failed", "timeout")
         if room.o.progress:
@@ -287,7 +293,7 @@ def _run_workers(room: Classroom, todo: list[Submission], digests: dict, total: 
             for worker in workers:
                 if worker.job is None and queue:
                     number, submission = queue.pop(0)
-                    worker.send(_job(room, number, submission), hard_limit)
+                    worker.send(_job(room, number, submission, sockets), hard_limit)
             for key, _ in selector.select(timeout=1.0):
                 receive(key.data)
             for index, worker in enumerate(workers):
@@ -300,6 +306,7 @@ def _run_workers(room: Classroom, todo: list[Submission], digests: dict, total: 
     finally:
         for worker in workers:
             worker.stop()
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def write_csv(rows: list[Row], grade_cells: dict, path: Path) -> Path:

@@ -5,6 +5,8 @@
   and the notebook runs again from a fresh kernel: only what depends on that cell loses points.
 - Output is capped while it streams, per cell, so printing a gigabyte cannot exhaust the grader.
 - A notebook that runs past its total time gets an error in every cell it did not reach.
+- A kernel that fails to start is started again, a few times, before the submission is given up.
+- Every kernel of the process talks through one zmq context that lives as long as the process.
 Every code cell that did not run ends with an error output, so no grade cell passes unrun.
 """
 
@@ -14,11 +16,15 @@ import time
 from pathlib import Path
 
 import zmq
+import zmq.asyncio
+from jupyter_client import AsyncKernelManager
+from nbclient.util import run_sync
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer, Unicode, default
 
 INCIDENT = "CourseGraderIncident"
+MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path on Linux, less its final NUL
 
 
 class KernelStuck(RuntimeError):
@@ -41,6 +47,26 @@ def _error(reason: str):
     return new_output("error", ename=INCIDENT, evalue=reason, traceback=[f"{INCIDENT}: {reason}"])
 
 
+_CONTEXT = zmq.asyncio.Context()
+
+
+class SharedContextKernelManager(AsyncKernelManager):
+    """A kernel manager whose sockets, and its clients' sockets, live in the process's one context.
+
+    By default each manager and each client makes a zmq context of its own. One left for the
+    garbage collector together with its sockets hangs the grading worker forever: the collector
+    clears the context's list of sockets before its finaliser runs, so ``term()`` waits for
+    sockets nobody will close. A context that is never collected cannot do that.
+    """
+
+    @default("context")
+    def _shared_context(self):
+        return _CONTEXT
+
+    def client(self, **kwargs):
+        return super().client(context=self.context, **kwargs)
+
+
 class ResilientExecute(Execute):
     """``Execute`` with restarts around dead or stuck kernels, output caps and a notebook timeout."""
 
@@ -52,6 +78,12 @@ class ResilientExecute(Execute):
     # reply (a flood of prints): here that cell keeps what arrived and grading goes on.
     raise_on_iopub_timeout = Bool(False).tag(config=True)
     socket_root = Unicode("", help="folder for per-kernel unix sockets (ipc transport)").tag(config=True)
+    start_attempts = Integer(3, help="kernel starts tried before the submission fails").tag(config=True)
+
+    def __init__(self, **kwargs):
+        # nbgrader's Execute forces its own kernel manager class through the same argument.
+        kwargs.setdefault("kernel_manager_class", SharedContextKernelManager)
+        super().__init__(**kwargs)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -60,9 +92,28 @@ class ResilientExecute(Execute):
             folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=self.socket_root))
             km.connection_file = str(folder / "connection.json")
             km.ip = str(folder / "socket")
+            if len(f"{km.ip}-65535") > MAX_SOCKET_PATH:
+                raise ValueError(f"the kernel's socket path {km.ip!r} is too long for a unix socket "
+                                 f"({MAX_SOCKET_PATH} bytes at most): set TMPDIR to a short folder")
         # A message bigger than this drops the connection instead of filling the grader's memory.
         km.context.setsockopt(zmq.MAXMSGSIZE, 8 * self.max_output_bytes)
         return km
+
+    async def async_start_new_kernel_client(self):
+        """Connect to the kernel; one that died or stayed silent while starting is replaced."""
+        for attempt in range(1, self.start_attempts + 1):
+            try:
+                return await super().async_start_new_kernel_client()
+            except RuntimeError as error:  # nbclient has already cleaned up the failed kernel
+                if attempt == self.start_attempts:
+                    raise
+                self.log.warning("kernel start %d of %d failed (%s); starting a new kernel",
+                                 attempt, self.start_attempts, error)
+                self.km = self.create_kernel_manager()
+                await self.async_start_new_kernel()
+
+    # nbclient's synchronous entry points wrap its own coroutines: point this one at ours.
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def preprocess(self, nb, resources=None, km=None):
         original = copy.deepcopy(nb)

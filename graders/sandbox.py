@@ -138,7 +138,8 @@ def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str]) -> list[str
 
 
 def _apply_limits(limits: Limits) -> None:
-    for name, value in ((resource.RLIMIT_AS, limits.memory_bytes),
+    # No core files: a crashing kernel would spend minutes writing gigabytes of address space.
+    for name, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_AS, limits.memory_bytes),
                         (resource.RLIMIT_NPROC, limits.processes),
                         (resource.RLIMIT_FSIZE, limits.file_bytes),
                         (resource.RLIMIT_CPU, limits.cpu_seconds)):

@@ -37,14 +37,14 @@ def grading_config(course_dir: Path, job: dict) -> Config:
     c.ResilientExecute.notebook_timeout = job["notebook_timeout"]
     if job["sandbox"] != "off":
         c.ResilientExecute.kernel_name = job["kernel_name"]
-        c.ResilientExecute.socket_root = job["work_dir"]
+        c.ResilientExecute.socket_root = job["socket_dir"]
         c.KernelManager.transport = "ipc"
     return c
 
 
 def _last_error(log: str) -> str:
     """The last ``SomethingError: message`` line of an nbgrader log, the one that names the cause."""
-    errors = re.findall(r"^(\w+(?:Error|Exception)\b.*)$", log, flags=re.MULTILINE)
+    errors = re.findall(r"^\s*((?:\w+\.)*\w+(?:Error|Exception|Exit)\b.*)$", log, flags=re.MULTILINE)
     return errors[-1] if errors else (log.strip().splitlines() or ["(no log)"])[-1]
 
 
@@ -68,6 +68,7 @@ def grade(job: dict) -> dict:
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     result = api.autograde(lesson, sid, force=True, create=True)
     if not result["success"]:
+        print(result.get("log", ""), file=sys.stderr, flush=True)  # the whole story, in the worker's log
         raise RuntimeError(f"nbgrader autograde failed: {_last_error(result.get('log', ''))}")
     feedback = api.generate_feedback(lesson, sid, force=True)
     if not feedback["success"]:

@@ -118,11 +118,15 @@ def _small_class(folder, names):
 
 
 def test_parallel_grading_equals_serial(tmp_path):
-    submissions = _small_class(tmp_path / "in", ["Ana", "Bea", "Carla"])
+    # A long name in a deep class folder: kernel sockets must not inherit the length of either.
+    long_name = "María de los Ángeles Fernández-Villaverde y Rodríguez de la Concepción"
+    submissions = _small_class(tmp_path / "in", ["Ana", "Bea", long_name])
     nbformat.write(next(c for c in CASES if c.name == "os._exit").make({}), submissions / "Bea.ipynb")
-    serial, _ = grade_class(Options(LESSON, submissions, tmp_path / "serial", workers=1, progress=False))
-    parallel, _ = grade_class(Options(LESSON, submissions, tmp_path / "parallel", workers=2,
+    deep = tmp_path / ("a-class-folder-with-a-long-name-" * 3)
+    serial, _ = grade_class(Options(LESSON, submissions, deep / "serial", workers=1, progress=False))
+    parallel, _ = grade_class(Options(LESSON, submissions, deep / "parallel", workers=2,
                                       progress=False))
+    assert [r.status for r in serial] == ["graded", "partial", "graded"], [r.reason for r in serial]
     assert [(r.student, r.cells, r.status) for r in serial] == \
         [(r.student, r.cells, r.status) for r in parallel]
 
