@@ -218,14 +218,33 @@ def _job(room: Classroom, number: int, submission: Submission, sockets: Path) ->
             "jupyter_path": str((room.scratch / "jupyter").resolve())}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _socket_root() -> Path:
+    """A short folder for kernel sockets (unix socket paths stay under ~100 bytes, whatever the
+    class folder and student names); what killed grading runs left there is removed first."""
+    for stale in Path(tempfile.gettempdir()).glob("course-grader-*-*"):
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"course-grader-{os.getpid()}-"))
+
+
 def _run_workers(room: Classroom, todo: list[Submission], digests: dict, total: int) -> None:
     """Hand out submissions to ``workers`` processes; a stuck worker is killed and replaced."""
     if not todo:
         return
     log_dir = room.out / "logs"
     log_dir.mkdir(exist_ok=True)
-    # Unix socket paths must stay under ~100 bytes, whatever the class folder and student names.
-    sockets = Path(tempfile.mkdtemp(prefix="course-grader-"))
+    sockets = _socket_root()
     spawned = 0
 
     def spawn() -> Worker:

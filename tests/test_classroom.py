@@ -6,8 +6,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import zipfile
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -151,6 +153,7 @@ def test_a_killed_run_resumes_with_what_is_missing(tmp_path):
     second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
     progress = [line for line in second.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == 3 and progress[0].startswith("[2/4]"), second.stdout
+    assert not list(Path(tempfile.gettempdir()).glob(f"course-grader-{first.pid}-*")), "not swept"
     with open(out / "grades.csv", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert sorted(r["student"] for r in rows) == sorted(names)
