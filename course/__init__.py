@@ -6,7 +6,7 @@ A function that two lessons need is defined here once and imported by both.
 from course.data import DataNotFoundError, ensure_fashion_mnist, fashion_mnist
 from course.device import describe_device, pick_device
 from course.report import record_metric
-from course.settings import device_from_env, fast_from_env
+from course.settings import device_from_env, fast_from_env, get_language, set_language
 
 __all__ = [
     "DataNotFoundError",
@@ -15,6 +15,8 @@ __all__ = [
     "ensure_fashion_mnist",
     "fashion_mnist",
     "fast_from_env",
+    "get_language",
     "pick_device",
     "record_metric",
+    "set_language",
 ]

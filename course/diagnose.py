@@ -39,7 +39,7 @@ What it watches, and the code of the finding it reports:
 
 Each :class:`Finding` carries its code, the step (counted from 1) where it was first seen, a message
 and a line of advice in the student's language (``es`` or ``en``; by default the one the lesson chose
-with ``graders.checks.set_language``). ``diagnose`` returns the findings, an empty list when it saw
+with ``course.set_language``). ``diagnose`` returns the findings, an empty list when it saw
 nothing wrong, and prints them unless ``show=False``.
 
 Limits: it reports symptoms, not proofs. It watches the model's own calls (``model(x)``), the torch
@@ -60,6 +60,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+
+from course.settings import get_language
 
 CODES = (
     "device_mismatch",
@@ -572,9 +574,7 @@ def diagnose(train_step, model, batch, steps: int = 3, language=None, *, optimiz
     :class:`Finding`, empty when the steps look right; prints the report unless ``show=False``.
     """
     if language is None:
-        from graders import checks
-
-        language = checks.get_language()
+        language = get_language()
     if language not in TEXTS:
         raise ValueError(f"language must be one of {tuple(TEXTS)}, got {language!r}")
     if not callable(train_step):

@@ -1,12 +1,28 @@
-"""Lesson parameters read from the environment.
+"""Lesson settings: quick mode and device (read from the environment) and the edition's language.
 
 papermill injects parameters, but nbgrader's autograde cannot: reading the defaults from
-``COURSE_FAST`` and ``COURSE_DEVICE`` makes both run a lesson the same way.
+``COURSE_FAST`` and ``COURSE_DEVICE`` makes both run a lesson the same way. The language is set
+by a cell of each edition (``course.set_language("es")``); checks and helpers speak it.
 """
 
 import os
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+LANGUAGES = ("es", "en")
+_language = "en"
+
+
+def set_language(language: str) -> None:
+    """Choose the language of every later message (``es`` or ``en``)."""
+    global _language
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    _language = language
+
+
+def get_language() -> str:
+    """The edition's language, ``en`` until a lesson sets it."""
+    return _language
 
 
 def fast_from_env(default: bool = False) -> bool:

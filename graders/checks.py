@@ -1,6 +1,6 @@
 """Checks that grade cells call: each failure says what was expected, what was got, and a hint.
 
-Messages follow the edition's language. The lesson's language cell calls :func:`set_language`;
+Messages follow the edition's language (``course.set_language``, called by a cell of each edition);
 hints are given in both languages (``{"es": ..., "en": ...}``) because grade cells are shared
 by the two editions.
 """
@@ -9,8 +9,7 @@ import numbers
 
 import torch
 
-LANGUAGES = ("es", "en")
-_language = "en"
+from course.settings import get_language
 
 _WORDS = {
     "es": {
@@ -54,26 +53,18 @@ _WORDS = {
 }
 
 
+def _words() -> dict:
+    return _WORDS[get_language()]
+
+
 class CheckFailed(AssertionError):
     """A grade-cell check that did not pass; its message is meant for the student."""
-
-
-def set_language(language: str) -> None:
-    """Choose the language of every later message (``es`` or ``en``)."""
-    global _language
-    if language not in LANGUAGES:
-        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
-    _language = language
-
-
-def get_language() -> str:
-    return _language
 
 
 def say(texts) -> str:
     """Pick the current language from ``{"es": ..., "en": ...}``; a plain string passes through."""
     if isinstance(texts, dict):
-        return texts.get(_language) or texts.get("en") or next(iter(texts.values()))
+        return texts.get(get_language()) or texts.get("en") or next(iter(texts.values()))
     return str(texts)
 
 
@@ -92,7 +83,7 @@ def describe(value) -> str:
 def fail(name: str, problem: str, expected: str, got: str, hint=None, detail: str = "") -> None:
     """Raise :class:`CheckFailed` with the course's expected / got / hint layout."""
     __tracebackhide__ = True
-    words = _WORDS[_language]
+    words = _words()
     lines = [f"{say(name)}: {problem}", f"  {words['expected']}: {expected}", f"  {words['got']}: {got}"]
     if detail:
         lines.append(f"  {words['detail']}: {detail}")
@@ -110,7 +101,7 @@ def check_type(got, expected_type, *, name: str, hint=None) -> None:
             if isinstance(expected_type, tuple)
             else expected_type.__name__
         )
-        fail(name, _WORDS[_language]["type"], names, describe(got), hint)
+        fail(name, _words()["type"], names, describe(got), hint)
 
 
 def check_shape(got, shape, *, name: str, hint=None) -> None:
@@ -118,7 +109,7 @@ def check_shape(got, shape, *, name: str, hint=None) -> None:
     __tracebackhide__ = True
     check_type(got, torch.Tensor, name=name, hint=hint)
     if tuple(got.shape) != tuple(shape):
-        fail(name, _WORDS[_language]["shape"], str(tuple(shape)), str(tuple(got.shape)), hint)
+        fail(name, _words()["shape"], str(tuple(shape)), str(tuple(got.shape)), hint)
 
 
 def check_dtype(got, dtype, *, name: str, hint=None) -> None:
@@ -126,7 +117,7 @@ def check_dtype(got, dtype, *, name: str, hint=None) -> None:
     __tracebackhide__ = True
     check_type(got, torch.Tensor, name=name, hint=hint)
     if got.dtype != dtype:
-        fail(name, _WORDS[_language]["dtype"], str(dtype), str(got.dtype), hint)
+        fail(name, _words()["dtype"], str(dtype), str(got.dtype), hint)
 
 
 def check_device(got, device, *, name: str, hint=None) -> None:
@@ -140,7 +131,7 @@ def check_device(got, device, *, name: str, hint=None) -> None:
         got_types = [got.device.type]
     wanted = torch.device(device).type
     if got_types != [wanted]:
-        fail(name, _WORDS[_language]["device"], wanted, ", ".join(got_types), hint)
+        fail(name, _words()["device"], wanted, ", ".join(got_types), hint)
 
 
 def check_close(got, expected, *, name: str, hint=None, rtol=None, atol=None) -> None:
@@ -155,7 +146,7 @@ def check_close(got, expected, *, name: str, hint=None, rtol=None, atol=None) ->
             got = got.item()
         check_type(got, numbers.Real, name=name, hint=hint)
         if isinstance(got, bool):
-            fail(name, _WORDS[_language]["type"], "float", describe(got), hint)
+            fail(name, _words()["type"], "float", describe(got), hint)
         shown = (describe(expected), describe(got))
         got = torch.tensor(float(got), dtype=torch.float64)
         expected = torch.tensor(float(expected), dtype=torch.float64)
@@ -170,27 +161,27 @@ def check_close(got, expected, *, name: str, hint=None, rtol=None, atol=None) ->
         return
     except AssertionError as error:
         detail = " ".join(str(error).split("\n")[1:3]).strip()
-    fail(name, _WORDS[_language]["values"], *shown, hint, detail)
+    fail(name, _words()["values"], *shown, hint, detail)
 
 
 def check_equal(got, expected, *, name: str, hint=None) -> None:
     """Exact equality for plain values (ints, strings, tuples, bools), type included."""
     __tracebackhide__ = True
     if type(got) is not type(expected) or got != expected:
-        fail(name, _WORDS[_language]["wrong"], describe(expected), describe(got), hint)
+        fail(name, _words()["wrong"], describe(expected), describe(got), hint)
 
 
 def check_true(condition: bool, *, name: str, expected: str, got: str, hint=None) -> None:
     """A condition the other checks cannot express; ``expected``/``got`` describe it."""
     __tracebackhide__ = True
     if condition is not True:
-        fail(name, _WORDS[_language]["wrong"], say(expected), say(got), hint)
+        fail(name, _words()["wrong"], say(expected), say(got), hint)
 
 
 def check_raises(function, exception, *args, name: str, hint=None, **kwargs) -> None:
     """Calling ``function(*args, **kwargs)`` raises ``exception`` (or a subclass)."""
     __tracebackhide__ = True
-    words = _WORDS[_language]
+    words = _words()
     try:
         result = function(*args, **kwargs)
     except exception:
@@ -211,7 +202,7 @@ def check_shares_memory(view, base, expected: bool, *, name: str, hint=None) -> 
     check_type(view, torch.Tensor, name=name, hint=hint)
     shares = view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
     if shares != expected:
-        words = _WORDS[_language]
+        words = _words()
         fail(name, words["wrong"], words["shares" if expected else "not_shares"],
              words["shares" if shares else "not_shares"], hint)
 
@@ -231,5 +222,5 @@ def check_runs(function, *args, name: str, hint=None, **kwargs):
     except Exception as error:
         raised = f"{type(error).__name__}: {error}"
     # outside the except block, so the student's traceback is not chained to the check's own
-    words = _WORDS[_language]
+    words = _words()
     fail(name, words["raised"], words["no_exception"], raised, hint)

@@ -3,15 +3,16 @@ import warnings
 import pytest
 import torch
 
+import course
 from graders import checks
 from graders.checks import CheckFailed
 
 
 @pytest.fixture(autouse=True)
 def english():
-    checks.set_language("en")
+    course.set_language("en")
     yield
-    checks.set_language("en")
+    course.set_language("en")
 
 
 HINT = {"es": "pista en español", "en": "hint in English"}
@@ -30,7 +31,7 @@ def test_check_close_passes_and_fails_with_expected_got_hint():
 
 
 def test_messages_follow_the_edition_language():
-    checks.set_language("es")
+    course.set_language("es")
     with pytest.raises(CheckFailed) as caught:
         checks.check_shape(torch.zeros(2, 3), (3, 2), name={"es": "forma", "en": "shape"}, hint=HINT)
     message = str(caught.value)
@@ -38,7 +39,7 @@ def test_messages_follow_the_edition_language():
     assert "esperado: (3, 2)" in message and "obtenido: (2, 3)" in message
     assert "pista: pista en español" in message
     with pytest.raises(ValueError, match="language must be one of"):
-        checks.set_language("fr")
+        course.set_language("fr")
 
 
 def test_check_close_names_the_first_real_problem():
