@@ -7,7 +7,7 @@ FAST ?= 0
 DEVICE ?= auto
 WORKERS ?= auto
 
-.PHONY: setup data run test lab release grade check bench clean
+.PHONY: setup data run test test-fast lab release grade check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +23,17 @@ setup: $(STAMP) data
 run: setup
 	$(BIN)/course run --device $(DEVICE) $(if $(filter 1,$(FAST)),--fast)
 
+PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg $(BIN)/python -m pytest
+
 # Test workers execute notebooks side by side: one math thread each avoids oversubscribing.
 # The class grader's tests start their own parallel workers, so they run afterwards, alone.
 test: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(WORKERS) -m "not classroom"
-	PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg $(BIN)/python -m pytest -m classroom
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not classroom"
+	$(PYTEST) -m classroom
+
+# The quick loop while working: no notebook or kernel executions, no class grading.
+test-fast: setup
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not notebook and not classroom"
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/
@@ -43,8 +49,10 @@ check: setup
 	@test -n "$(NOTEBOOK)" || { echo "usage: make check NOTEBOOK=<path to your notebook>"; exit 2; }
 	$(BIN)/course check "$(NOTEBOOK)"
 
+# Speed and memory figures, printed; tests check behaviour, these measure it.
 bench: setup
-	$(BIN)/python -m graders.bench
+	MPLBACKEND=Agg $(BIN)/python tests/benchmarks/lesson_helpers.py
+	$(BIN)/python tests/benchmarks/class_grading.py
 
 clean:
 	rm -rf build

@@ -5,7 +5,7 @@ A function that two lessons need is defined here once and imported by both.
 
 from course.data import DataNotFoundError, ensure_fashion_mnist, fashion_mnist
 from course.device import describe_device, pick_device
-from course.report import record_metric
+from course.metrics import record_metric
 from course.settings import device_from_env, fast_from_env, get_language, set_language
 
 __all__ = [

@@ -1,10 +1,12 @@
 """Mixed precision and timing GPU work: the helpers of lesson 06, for later lessons and GPU runners.
 
-- Timing: :func:`synchronize`, :func:`time_calls` (with or without waiting for the device, to show
-  the difference) and :func:`benchmark_median` (``torch.utils.benchmark``).
+- Timing lives in :mod:`course.timing`; :func:`time_calls` (with or without waiting for the device, to
+  show the difference) and :func:`benchmark_median` (``torch.utils.benchmark``) are also reachable
+  here, as ``amp.time_calls`` and ``amp.benchmark_median``, because lesson 06 calls them that way.
 - Floating-point formats: :func:`format_bits`, :func:`finfo_table`, :func:`round_trip_error` and the
   pictures :func:`plot_formats` and :func:`plot_gradient_scaling`.
-- Memory: :func:`tensor_nbytes`, :class:`SavedTensorMeter` (bytes autograd keeps for backward).
+- Memory: :func:`tensor_nbytes` and :func:`format_bytes` (the meter of bytes kept for backward and the
+  CUDA peak are in :mod:`course.memory`).
 - Measuring: :func:`amp_modes` (which of fp32 / bf16 autocast / fp16 autocast + GradScaler a device
   runs), :func:`run_amp_benchmark` with :func:`plot_amp_benchmark`, and :func:`compile_benchmark`
   with :func:`plot_compile` for ``torch.compile``.
@@ -19,7 +21,6 @@ import gc
 import logging
 import math
 import statistics
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -28,65 +29,20 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from course.memory import SavedTensorMeter
+from course.memory import SavedTensorMeter, track_cuda_memory
+from course.timing import benchmark_median, stopwatch, time_calls
 
 FORMAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _COLORS = {torch.float32: "tab:blue", torch.float16: "tab:orange", torch.bfloat16: "tab:green",
            torch.float64: "tab:purple"}
 
 __all__ = [
-    "FORMAT_DTYPES", "AmpMode", "AmpResult", "CompileResult", "SavedTensorMeter", "amp_modes",
-    "autocast_supported", "benchmark_median", "compile_benchmark", "dtype_name", "finfo_table",
-    "format_amp_results", "format_bits", "format_bytes", "format_finfo_table", "make_matmul_mlp",
-    "plot_amp_benchmark", "plot_compile", "plot_formats", "plot_gradient_scaling", "round_trip_error",
-    "run_amp_benchmark", "synchronize", "tensor_nbytes", "time_calls",
+    "FORMAT_DTYPES", "AmpMode", "AmpResult", "CompileResult", "amp_modes", "autocast_supported",
+    "benchmark_median", "compile_benchmark", "dtype_name", "finfo_table", "format_amp_results",
+    "format_bits", "format_bytes", "format_finfo_table", "make_matmul_mlp", "plot_amp_benchmark",
+    "plot_compile", "plot_formats", "plot_gradient_scaling", "round_trip_error", "run_amp_benchmark",
+    "tensor_nbytes", "time_calls",
 ]
-
-
-# ------------------------------------------------------------------------------------------ timing
-def synchronize(device) -> None:
-    """Wait until every kernel queued on ``device`` has finished (nothing to wait for on the CPU)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
-def time_calls(fn, *, device, repeats: int, warmup: int = 1, sync: bool = True) -> list[float]:
-    """Seconds taken by each of ``repeats`` calls of ``fn()``, after ``warmup`` untimed calls.
-
-    ``sync=True`` waits for the device before starting and before stopping the clock: the right way.
-    ``sync=False`` reads the clock as soon as Python gets control back, which on CUDA measures how
-    long it took to *queue* the work, not to do it: the wrong way, kept to show the difference.
-    """
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if sync:
-            synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if sync:
-            synchronize(device)
-        times.append(time.perf_counter() - start)
-    if not sync:
-        synchronize(device)  # leave nothing queued behind for whatever runs next
-    return times
-
-
-def benchmark_median(fn, *, min_run_time: float = 0.2, label: str = "fn()") -> float:
-    """Median seconds per call of ``fn()`` measured by ``torch.utils.benchmark.Timer``.
-
-    The timer warms up, synchronises CUDA itself and repeats the call until ``min_run_time`` seconds
-    have been spent, in blocks long enough for the clock's resolution not to matter. It runs with
-    as many threads as PyTorch uses here (its own default is one).
-    """
-    from torch.utils import benchmark
-
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=label, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
 # ----------------------------------------------------------------------------------------- formats
@@ -338,40 +294,40 @@ def run_amp_benchmark(make_model, *, device, steps: int, batch_size: int, in_fea
     for mode in modes:
         result = AmpResult(mode=mode.name, dtype=dtype_name(mode.dtype), steps=steps, skipped=mode.skipped)
         results.append(result)
-        if mode.skipped:
-            continue
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            torch.cuda.empty_cache()
-            base = torch.cuda.memory_allocated(device)
-            torch.cuda.reset_peak_memory_stats(device)
-        model = copy.deepcopy(initial).to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-        scaler = torch.amp.GradScaler(device.type, enabled=mode.scaler)
-        kwargs = dict(optimizer=optimizer, scaler=scaler, device_type=device.type, dtype=mode.dtype)
-        for i in range(warmup):
-            _step(model, *data[i % batches], **kwargs)
-        synchronize(device)
-        start = time.perf_counter()
-        for i in range(steps):
-            loss = _step(model, *data[(warmup + i) % batches], **kwargs)
-        synchronize(device)
-        result.seconds = time.perf_counter() - start
-        result.steps_per_s = steps / result.seconds
-        result.final_loss = loss.float().item()
-        if device.type == "cuda":
-            result.peak_bytes = torch.cuda.max_memory_allocated(device) - base
-        lowered = mode.dtype != torch.float32
-        with SavedTensorMeter(exclude=list(model.parameters())) as meter:
-            with torch.autocast(device_type=device.type, dtype=mode.dtype, enabled=lowered):
-                out = F.cross_entropy(model(data[0][0]), data[0][1])
-        result.saved_bytes = meter.bytes
-        del out, model, optimizer, scaler, loss
+        if not mode.skipped:
+            _measure_mode(result, mode, copy.deepcopy(initial), data, device=device, steps=steps,
+                          warmup=warmup, lr=lr)
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return results
+
+
+def _measure_mode(result: AmpResult, mode: AmpMode, model, data, *, device, steps: int, warmup: int,
+                  lr: float) -> None:
+    """Train ``model`` in ``mode`` and fill in ``result``: speed, last loss, memory."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    with track_cuda_memory(device) as usage:
+        model = model.to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        scaler = torch.amp.GradScaler(device.type, enabled=mode.scaler)
+        kwargs = dict(optimizer=optimizer, scaler=scaler, device_type=device.type, dtype=mode.dtype)
+        for i in range(warmup):
+            _step(model, *data[i % len(data)], **kwargs)
+        with stopwatch(device) as watch:
+            for i in range(steps):
+                loss = _step(model, *data[(warmup + i) % len(data)], **kwargs)
+    result.seconds = watch.seconds
+    result.steps_per_s = steps / result.seconds
+    result.final_loss = loss.float().item()
+    result.peak_bytes = usage.peak_bytes
+    lowered = mode.dtype != torch.float32
+    with SavedTensorMeter(exclude=list(model.parameters())) as meter:
+        with torch.autocast(device_type=device.type, dtype=mode.dtype, enabled=lowered):
+            F.cross_entropy(model(data[0][0]), data[0][1])
+    result.saved_bytes = meter.bytes
 
 
 def format_amp_results(results) -> str:

@@ -40,6 +40,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+from course.timing import stopwatch
+
 __all__ = ["DDPRun", "contiguous_shard", "ddp_worker", "free_port", "launch", "loopback_interface",
            "main", "pick_backend", "run_ddp", "setup_process_group"]
 
@@ -75,22 +77,37 @@ def pick_backend(world_size: int) -> str:
     return "gloo"
 
 
-def setup_process_group(rank: int, world_size: int, *, port: int, backend: str = "gloo",
-                        addr: str = "127.0.0.1", timeout_s: float = DEFAULT_TIMEOUT_S) -> torch.device:
-    """Join the process group over TCP at ``addr:port``; returns this process's device.
+def _gloo_on_loopback() -> None:
+    """Tell gloo to talk over the loopback interface, unless the environment already names one."""
+    interface = loopback_interface()
+    if interface and "GLOO_SOCKET_IFNAME" not in os.environ:
+        os.environ["GLOO_SOCKET_IFNAME"] = interface
 
-    Every process calls it with the same ``addr``, ``port`` and ``world_size`` and its own ``rank``;
-    it returns once all ``world_size`` processes have arrived, or raises after ``timeout_s``.
+
+def setup_process_group(rank: int, world_size: int, *, port: int | None = None, backend: str = "gloo",
+                        addr: str = "127.0.0.1", local_rank: int | None = None,
+                        timeout_s: float = DEFAULT_TIMEOUT_S) -> torch.device:
+    """Join the process group; returns this process's device (with nccl, CUDA device ``local_rank``).
+
+    With a ``port`` the rendezvous is ``tcp://addr:port``; without one it is ``env://``, the
+    ``MASTER_ADDR`` and ``MASTER_PORT`` torchrun sets. Every process calls it with the same rendezvous
+    and ``world_size`` and its own ``rank``; it returns once all ``world_size`` processes have
+    arrived, or raises after ``timeout_s``. ``local_rank`` (default: ``rank``) is the process's number
+    on its own machine.
     """
-    if backend == "gloo" and addr in ("127.0.0.1", "localhost") and "GLOO_SOCKET_IFNAME" not in os.environ:
-        interface = loopback_interface()
-        if interface:
-            os.environ["GLOO_SOCKET_IFNAME"] = interface
-    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
-                            world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
+    if port is None:
+        addr = os.environ.get("MASTER_ADDR", addr)
+        init_method = "env://"
+    else:
+        init_method = f"tcp://{addr}:{port}"
+    if backend == "gloo" and addr in ("127.0.0.1", "localhost"):
+        _gloo_on_loopback()
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
     if backend == "nccl":
-        torch.cuda.set_device(rank)
-        return torch.device("cuda", rank)
+        device = torch.device("cuda", rank if local_rank is None else local_rank)
+        torch.cuda.set_device(device)
+        return device
     return torch.device("cpu")
 
 
@@ -179,95 +196,101 @@ class _BucketLog:
 def ddp_worker(rank: int, world_size: int, port: int, task_path: str, out_dir: str) -> None:
     """One process of :func:`run_ddp`: the task is read from ``task_path``, results go to ``out_dir``.
 
-    1. Join the group; the model arrives from the task file (same weights in every process), and
-       ranks other than 0 then perturb theirs, to show that DDP's construction broadcasts rank 0's.
-    2. One batch, split by a ``DistributedSampler``: the local gradient of this rank's half, the
-       gradient after a hand-written all-reduce average, and the gradient DDP leaves after backward
-       (with a communication hook that logs each bucket it all-reduces).
-    3. ``steps`` training steps with SGD on the rank's shards of the training set, each timed
-       (``step_seconds``), the weights after the first step and at the end, and the largest
-       difference between this rank's parameters and rank 0's.
+    1. Join the group (:func:`setup_process_group`); the model arrives from the task file, the same
+       weights in every process.
+    2. One batch, split by a ``DistributedSampler``: the local gradient of this rank's half and the
+       gradient after a hand-written all-reduce average (:func:`_hand_averaged_gradients`).
+    3. The same batch through DDP (:func:`_ddp_gradients`): ranks other than 0 first perturb their
+       weights, to show that DDP's construction broadcasts rank 0's; then the gradient DDP leaves
+       after backward, with a communication hook that logs each bucket it all-reduces.
+    4. ``steps`` training steps with SGD on the rank's shards of the training set, each timed
+       (:func:`_timed_training`).
 
     The process's stderr goes to ``out_dir/rank<r>.log`` (see :func:`run_ddp`).
     """
     _stderr_to_file(Path(out_dir) / f"rank{rank}.log")
     task = torch.load(task_path, weights_only=False)  # our own file, written by run_ddp
     torch.set_num_threads(task["threads"])
-    backend = task["backend"]
-    device = setup_process_group(rank, world_size, port=port, backend=backend,
+    device = setup_process_group(rank, world_size, port=port, backend=task["backend"],
                                  timeout_s=task["timeout_s"])
     try:
-        result = {"rank": rank, "world_size": world_size, "backend": backend, "pid": os.getpid(),
+        result = {"rank": rank, "world_size": world_size, "backend": task["backend"], "pid": os.getpid(),
                   "threads": torch.get_num_threads()}
-        loss_fn = nn.CrossEntropyLoss()
-
-        # 2. one batch: local, hand-averaged and DDP gradients
-        x, y = task["x"], task["y"]
-        batch = TensorDataset(x, y)
+        batch = TensorDataset(task["x"], task["y"])
         sampler = DistributedSampler(batch, num_replicas=world_size, rank=rank, shuffle=False)
         result["batch_indices"] = list(sampler)
         (xs, ys), = DataLoader(batch, batch_size=len(sampler), sampler=sampler)
         xs, ys = xs.to(device), ys.to(device)
-
-        plain = copy.deepcopy(task["model"]).to(device)
-        loss_fn(plain(xs), ys).backward()
-        result["local_grads"] = _grads(plain)
-        for p in plain.parameters():        # what DDP does, by hand: sum across ranks, divide
-            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-            p.grad /= world_size
-        result["manual_grads"] = _grads(plain)
-
-        model = copy.deepcopy(task["model"]).to(device)
-        if rank > 0:
-            with torch.no_grad():
-                generator = torch.Generator().manual_seed(1000 + rank)
-                for p in model.parameters():
-                    p.add_(torch.randn(p.shape, generator=generator).to(device))
-        result["diff_before_ddp"] = _max_difference_to_rank0(model)
-        ddp = DistributedDataParallel(model, **task["ddp_options"])
-        result["diff_after_ddp"] = _max_difference_to_rank0(model)
-        log = _BucketLog({id(p): name for name, p in model.named_parameters()})
-        ddp.register_comm_hook(None, log.hook)
-        # The first backward uses one bucket and records the order in which gradients become
-        # ready; DDP rebuilds its buckets in that order before the second forward. Log the second.
-        for _ in range(2):
-            ddp.zero_grad(set_to_none=True)
-            log.calls.clear()
-            loss = loss_fn(ddp(xs), ys)
-            start = time.perf_counter()
-            loss.backward()
-            end = time.perf_counter()
-        result["ddp_grads"] = _grads(model)
-        result["buckets"] = [dict(call, time=call["time"] - start) for call in log.calls]
-        result["backward_seconds"] = end - start
-
-        # 3. timed training steps on this rank's shards
-        train = TensorDataset(task["train_x"], task["train_y"])
-        sampler = DistributedSampler(train, num_replicas=world_size, rank=rank, shuffle=False)
-        loader = DataLoader(train, batch_size=task["batch_size"] // world_size, sampler=sampler)
-        shards = [(a.to(device), b.to(device)) for a, b in loader][: task["steps"]]
-        ddp = DistributedDataParallel(copy.deepcopy(task["model"]).to(device), **task["ddp_options"])
-        optimizer = torch.optim.SGD(ddp.parameters(), lr=task["lr"])
-        dist.barrier()
-        step_seconds = []
-        for xs, ys in shards:
-            start = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(ddp(xs), ys).backward()   # returns once the gradients are averaged
-            optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            step_seconds.append(time.perf_counter() - start)
-            if len(step_seconds) == 1:
-                result["params_after_first_step"] = _params(ddp.module)
-        result["step_seconds"] = step_seconds
-        dist.barrier()
-        result["steps"] = len(shards)
-        result["final_params"] = _params(ddp.module)
-        result["diff_after_training"] = _max_difference_to_rank0(ddp.module)
+        result |= _hand_averaged_gradients(task["model"], xs, ys, device)
+        result |= _ddp_gradients(task, xs, ys, device)
+        result |= _timed_training(task, device)
         torch.save(result, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
+
+
+def _hand_averaged_gradients(model: nn.Module, xs, ys, device) -> dict:
+    """This rank's gradient of its part of the batch, then the average across ranks, by hand."""
+    plain = copy.deepcopy(model).to(device)
+    nn.functional.cross_entropy(plain(xs), ys).backward()
+    local = _grads(plain)
+    for p in plain.parameters():        # what DDP does: sum across ranks, divide by their number
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        p.grad /= dist.get_world_size()
+    return {"local_grads": local, "manual_grads": _grads(plain)}
+
+
+def _ddp_gradients(task: dict, xs, ys, device) -> dict:
+    """Weights made different, DDP's broadcast at construction, then its averaged gradients."""
+    model = copy.deepcopy(task["model"]).to(device)
+    rank = dist.get_rank()
+    if rank > 0:
+        with torch.no_grad():
+            generator = torch.Generator().manual_seed(1000 + rank)
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=generator).to(device))
+    result = {"diff_before_ddp": _max_difference_to_rank0(model)}
+    ddp = DistributedDataParallel(model, **task["ddp_options"])
+    result["diff_after_ddp"] = _max_difference_to_rank0(model)
+    log = _BucketLog({id(p): name for name, p in model.named_parameters()})
+    ddp.register_comm_hook(None, log.hook)
+    # The first backward uses one bucket and records the order in which gradients become
+    # ready; DDP rebuilds its buckets in that order before the second forward. Log the second.
+    for _ in range(2):
+        ddp.zero_grad(set_to_none=True)
+        log.calls.clear()
+        loss = nn.functional.cross_entropy(ddp(xs), ys)
+        with stopwatch(device) as watch:
+            loss.backward()
+    result["ddp_grads"] = _grads(model)
+    result["buckets"] = [dict(call, time=call["time"] - watch.start) for call in log.calls]
+    result["backward_seconds"] = watch.seconds
+    return result
+
+
+def _timed_training(task: dict, device) -> dict:
+    """``steps`` SGD steps of DDP on this rank's shards, each timed; the weights along the way."""
+    world_size, rank = dist.get_world_size(), dist.get_rank()
+    train = TensorDataset(task["train_x"], task["train_y"])
+    sampler = DistributedSampler(train, num_replicas=world_size, rank=rank, shuffle=False)
+    loader = DataLoader(train, batch_size=task["batch_size"] // world_size, sampler=sampler)
+    shards = [(a.to(device), b.to(device)) for a, b in loader][: task["steps"]]
+    ddp = DistributedDataParallel(copy.deepcopy(task["model"]).to(device), **task["ddp_options"])
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=task["lr"])
+    result = {"step_seconds": [], "steps": len(shards)}
+    dist.barrier()
+    for xs, ys in shards:
+        with stopwatch(device) as watch:
+            optimizer.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(ddp(xs), ys).backward()   # returns once gradients are averaged
+            optimizer.step()
+        result["step_seconds"].append(watch.seconds)
+        if len(result["step_seconds"]) == 1:
+            result["params_after_first_step"] = _params(ddp.module)
+    dist.barrier()
+    result["final_params"] = _params(ddp.module)
+    result["diff_after_training"] = _max_difference_to_rank0(ddp.module)
+    return result
 
 
 class DDPRun(list):
@@ -337,13 +360,8 @@ def main(argv=None) -> None:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
-    if backend == "gloo" and os.environ.get("MASTER_ADDR") in ("127.0.0.1", "localhost"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface() or "lo")
-    dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=60))
+    device = setup_process_group(rank, world_size, backend=backend, local_rank=local_rank, timeout_s=60)
     try:
-        device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
         torch.manual_seed(0)  # same data and same initial weights in every process
         data = TensorDataset(torch.randn(args.batch_size * args.steps, 20),
                              torch.randint(0, 3, (args.batch_size * args.steps,)))

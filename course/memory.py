@@ -10,17 +10,20 @@ meter's *pack* hook, which notes the storage it lives in. A storage saved twice 
 ReLU is saved by the ReLU and again, as its input, by the next linear layer) is counted once, and
 the storages of tensors passed as ``exclude`` (usually the model's parameters, which exist with or
 without a graph) are not counted at all. Lesson 07 teaches it.
+
+On CUDA the allocator keeps its own counts: :func:`track_cuda_memory` (a ``with`` block) and
+:func:`cuda_memory_of` (a call) read the peak and what stays allocated, to compare with the meter.
 """
 
-import statistics
-import time
+import contextlib
 from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SavedRecord", "SavedTensorMeter", "cuda_memory_of", "saved_bytes", "model_saved_bytes",
-           "model_state_tensors",
-           "time_per_call"]
+from course.timing import synchronize
+
+__all__ = ["CudaMemory", "SavedRecord", "SavedTensorMeter", "cuda_memory_of", "model_saved_bytes",
+           "model_state_tensors", "saved_bytes", "track_cuda_memory"]
 
 
 @dataclass(frozen=True)
@@ -137,46 +140,47 @@ def model_saved_bytes(model: torch.nn.Module, *inputs) -> int:
     return saved_bytes(model, *inputs, exclude=model_state_tensors(model))
 
 
-def time_per_call(fn, *, repeats: int = 5, warmup: int = 1, device=None) -> float:
-    """Median seconds of ``fn()`` over ``repeats`` calls after ``warmup`` calls.
+@dataclass
+class CudaMemory:
+    """CUDA memory a block used, in bytes above what was allocated when it started (``None`` off CUDA)."""
 
-    On CUDA the device is synchronised before each clock reading: kernels run asynchronously, and a
-    clock read without waiting measures only how long it took to queue them.
+    peak_bytes: int | None = None
+    kept_bytes: int | None = None
+
+
+@contextlib.contextmanager
+def track_cuda_memory(device):
+    """Measure the CUDA memory of the ``with`` block: ``with track_cuda_memory(device) as usage: ...``.
+
+    ``usage.peak_bytes`` comes from ``torch.cuda.max_memory_allocated`` (its peak reset when the block
+    starts), ``usage.kept_bytes`` from ``memory_allocated`` when it ends; both minus the bytes allocated
+    when it started. Other devices have no such counters: both stay ``None``.
     """
-    cuda = device is not None and torch.device(device).type == "cuda"
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize(device)
-
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    usage = CudaMemory()
+    device = torch.device(device)
+    if device.type != "cuda":
+        yield usage
+        return
+    synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    yield usage
+    synchronize(device)
+    usage.kept_bytes = torch.cuda.memory_allocated(device) - before
+    usage.peak_bytes = torch.cuda.max_memory_allocated(device) - before
 
 
 def cuda_memory_of(fn, device) -> dict:
     """What ``fn()`` costs in CUDA memory: the peak above the start, and what it still holds after.
 
-    ``peak_bytes`` comes from ``torch.cuda.max_memory_allocated`` (reset first); ``kept_bytes`` is
-    ``memory_allocated`` after ``fn`` returned, while its result is still referenced, minus before.
-    Only meaningful on CUDA; on other devices a ``RuntimeError`` says so.
+    ``{"peak_bytes", "kept_bytes"}`` as :func:`track_cuda_memory` measures them, ``kept_bytes`` while
+    the result of ``fn`` is still referenced. Only meaningful on CUDA; on other devices a
+    ``RuntimeError`` says so.
     """
     device = torch.device(device)
     if device.type != "cuda":
         raise RuntimeError(f"cuda_memory_of needs a CUDA device, got {device}")
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    before = torch.cuda.memory_allocated(device)
-    result = fn()
-    torch.cuda.synchronize(device)
-    kept = torch.cuda.memory_allocated(device) - before
-    peak = torch.cuda.max_memory_allocated(device) - before
-    del result
-    return {"peak_bytes": peak, "kept_bytes": kept}
+    with track_cuda_memory(device) as usage:
+        result = fn()
+    del result  # referenced until the block ended, so that kept_bytes counts it
+    return {"peak_bytes": usage.peak_bytes, "kept_bytes": usage.kept_bytes}

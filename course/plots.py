@@ -1,8 +1,30 @@
-"""Pictures the lessons draw."""
+"""Pictures the lessons draw, and the way widgets turn a figure into an image."""
+
+import io
 
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+
+
+def offscreen_figure(figsize, dpi: int) -> Figure:
+    """A figure drawn with matplotlib's object API, outside pyplot.
+
+    pyplot keeps every figure it makes open and a notebook shows each one at the end of the cell;
+    a figure meant for :func:`figure_png` (a widget's image) must be neither.
+    """
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def figure_png(fig) -> bytes:
+    """``fig`` rendered as PNG bytes (what an ``ipywidgets.Image`` or ``IPython.display.Image`` shows)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
 
 
 def _as_2d(shape) -> tuple[int, int]:

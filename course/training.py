@@ -11,7 +11,6 @@ or a quick look at this module cannot silently hand a student the graded answer 
 
 import contextlib
 import copy
-import io
 import itertools
 import math
 import time
@@ -20,14 +19,14 @@ from dataclasses import dataclass, field
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data._utils.collate import default_collate
 
 from course.data import CLASSES, fashion_mnist
+from course.plots import figure_png, offscreen_figure
+from course.timing import stopwatch
 
 # Pixel statistics of the 60,000 training images scaled to [0, 1], computed once with
 # compute_mean_std(fashion_mnist(train=True).data): mean 0.28604, std 0.35302. Only the training
@@ -45,7 +44,7 @@ __all__ = [
     "collate_batch", "compare_loading", "compute_mean_std", "confusion_matrix", "fashion_splits",
     "fast_subset", "fit_model", "make_cnn", "make_loader", "make_mlp", "normalize", "plot_confusion",
     "plot_history", "plot_samples", "predict", "progress", "random_shift_flip", "run_epoch",
-    "set_progress", "training_throughput",
+    "set_progress",
 ]
 
 
@@ -515,17 +514,13 @@ def plot_history(histories, *, per_step: bool = False, smooth: int = 1, title: s
 
 
 def _history_png(histories, *, per_step: bool, smooth: int, title: str | None) -> bytes:
-    # matplotlib's object API: no pyplot figure stays open, nothing is shown twice
-    fig = Figure(figsize=(10, 3.6), dpi=80)
-    FigureCanvasAgg(fig)
+    fig = offscreen_figure(figsize=(10, 3.6), dpi=80)
     axes = fig.subplots(1, 2)
     _draw_history(axes, _as_histories(histories), per_step, smooth)
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return figure_png(fig)
 
 
 class LiveCurves:
@@ -552,22 +547,14 @@ def _train_steps(model: nn.Module, batches, loss_fn, optimizer, device) -> tuple
     """Training steps over ``batches``: ``(images, seconds)``, fetching each batch included."""
     model.train()
     seen = 0
-    start = time.perf_counter()
-    for x, y in batches:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        optimizer.step()
-        seen += len(y)
-    if device is not None and torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-    return seen, time.perf_counter() - start
-
-
-def training_throughput(model: nn.Module, batches, *, loss_fn, optimizer, device) -> float:
-    """Images per second of training steps over ``batches`` (any iterable of ``(x, y)``)."""
-    seen, seconds = _train_steps(model, batches, loss_fn, optimizer, device)
-    return seen / seconds
+    with stopwatch(device) as watch:
+        for x, y in batches:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+            seen += len(y)
+    return seen, watch.seconds
 
 
 def _endless(loader):

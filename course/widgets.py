@@ -5,13 +5,11 @@ no pyplot figure is left open, no ``Output`` capture is needed, and nothing is w
 when no browser is attached.
 """
 
-import io
-
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+from course.plots import figure_png, offscreen_figure
 
 
 def tangent_at(f, x0: float) -> tuple[float, float]:
@@ -76,14 +74,11 @@ def draw_tangent(f, x_points, x_range, label: str = "f(x)"):
 
 
 def _render_png(f, x0: float, x_range, label: str) -> bytes:
-    fig = Figure(figsize=(6, 3.6), dpi=90)
-    FigureCanvasAgg(fig)
+    fig = offscreen_figure(figsize=(6, 3.6), dpi=90)
     ax = fig.add_subplot()
     plot_tangents(ax, f, [x0], x_range, label)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return figure_png(fig)
 
 
 def _readout(f, x0: float) -> str:

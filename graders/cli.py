@@ -1,4 +1,4 @@
-"""The ``course`` command, which the Makefile wraps: ``course run | release | data``."""
+"""The ``course`` command, which the Makefile wraps: ``course run | release | grade | check | data``."""
 
 import argparse
 import os
@@ -6,11 +6,14 @@ import sys
 import warnings
 from pathlib import Path
 
+from course.settings import DEVICE_CHOICES
 from graders.lessons import BUILD, LESSONS
+from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
 
 
 def _run(args) -> int:
-    from graders.run import format_table, run_course
+    from graders.course_run.report import format_table
+    from graders.course_run.runner import run_course
 
     report = run_course(args.lessons, fast=args.fast, device=args.device, out_dir=args.out,
                         cell_timeout=args.cell_timeout, lesson_timeout=args.lesson_timeout)
@@ -21,7 +24,7 @@ def _run(args) -> int:
 
 
 def _release(args) -> int:
-    from graders.editions import build_course, release
+    from graders.release.editions import build_course, release
 
     for path in release(args.out / "editions"):
         print(f"wrote {path}")
@@ -31,8 +34,10 @@ def _release(args) -> int:
 
 
 def _grade(args) -> int:
-    from graders.classroom import Classroom, Options, default_out_dir, grade_class, summary
-    from graders.submissions import SubmissionsError
+    from graders.class_grading.classroom import Classroom, Options, default_out_dir, grade_class
+    from graders.class_grading.results import summary
+    from graders.class_grading.submissions import SubmissionsError
+    from graders.nbgrader_adapter import grade_cells
 
     options = Options(args.lesson, Path(args.submissions), args.out_dir or default_out_dir(args.lesson),
                       workers=args.workers, sandbox=args.sandbox, cell_timeout=args.cell_timeout,
@@ -44,7 +49,8 @@ def _grade(args) -> int:
     except SubmissionsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    table, picture = summary(rows, _grade_cells(options), Path(options.out_dir))
+    table, picture = summary(rows, grade_cells(Path(options.out_dir) / "course", options.lesson),
+                             Path(options.out_dir))
     print()
     print(table)
     print(f"\nResults in {options.out_dir}")
@@ -55,19 +61,10 @@ def _grade(args) -> int:
     return 0
 
 
-def _grade_cells(options) -> dict:
-    from nbgrader.api import Gradebook
-
-    db = Path(options.out_dir).resolve() / "course" / "gradebook.db"
-    with Gradebook(f"sqlite:///{db}") as gradebook:
-        notebook = gradebook.find_notebook(options.lesson, options.lesson)
-        return {c.name: c.max_score for c in notebook.grade_cells}
-
-
 def _check(args) -> int:
-    from graders.selfcheck import check_notebook
+    from graders.notebook_grading.selfcheck import run_visible_checks
 
-    report, all_passed = check_notebook(Path(args.notebook))
+    report, all_passed = run_visible_checks(Path(args.notebook))
     print(report)
     return 0 if all_passed else 1
 
@@ -94,7 +91,7 @@ def main(argv=None) -> int:
 
     run = commands.add_parser("run", help="execute and grade every lesson, write build/report.*")
     run.add_argument("--fast", action="store_true", help="quick mode (COURSE_FAST=1)")
-    run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"])
+    run.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
     run.add_argument("--lessons", nargs="*", choices=LESSONS, default=None)
     run.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
     run.add_argument("--lesson-timeout", type=int, default=3600, help="seconds per lesson")
@@ -106,8 +103,9 @@ def main(argv=None) -> int:
     grade.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     grade.add_argument("--out-dir", type=Path, default=None, help="default: build/grading/<lesson>")
     grade.add_argument("--sandbox", choices=["auto", "off"], default="auto")
-    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell")
-    grade.add_argument("--notebook-timeout", type=int, default=900, help="seconds per notebook")
+    grade.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help="seconds per cell")
+    grade.add_argument("--notebook-timeout", type=int, default=NOTEBOOK_TIMEOUT_S,
+                       help="seconds per notebook")
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="run a notebook's visible checks and report them")

@@ -6,7 +6,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 EDITIONS = ROOT / "notebooks"
 BUILD = ROOT / "build"
-LANGUAGES = ("es", "en")
 LESSONS = (
     "01_tensors",
     "02_autograd",

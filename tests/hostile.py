@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from conftest import read_edition, read_source, replace_cell
+from lesson_files import read_edition, read_source, replace_cell, without_cell
 
-from graders.editions import fill_solutions, solution_sources
+from graders.nbgrader_adapter import grade_id as grade_id_of
+from graders.release.editions import fill_solutions, solution_sources
 
 LESSON = "01_tensors"
 MAX = 11
@@ -48,17 +49,11 @@ def _with(grade_id, code):
     return lambda ctx: replace_cell(solved(), grade_id, code)
 
 
-def _drop_cell(nb, grade_id):
-    nb = copy.deepcopy(nb)
-    nb.cells = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != grade_id]
-    return nb
-
-
 def _edit_metadata(target, changes):
     def make(ctx):
         nb = replace_cell(solved(), "to_unit_float", "def to_unit_float(images):\n    return images")
         for cell in nb.cells:
-            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == target:
+            if grade_id_of(cell) == target:
                 cell.metadata.nbgrader.update(changes)
         return nb
     return make
@@ -69,7 +64,7 @@ def _duplicate(grade_id):
     def write(case, path, ctx):
         nb = solved()
         index = next(i for i, c in enumerate(nb.cells)
-                     if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+                     if grade_id_of(c) == grade_id)
         nb.cells.insert(index + 1, copy.deepcopy(nb.cells[index]))
         path.write_text(json.dumps(nb))
     return write
@@ -163,11 +158,11 @@ CASES = [
     Case("sys.exit before the tests", {"test_pairwise_distances": 0},
          make=_with("pairwise_distances", "import sys\nsys.exit(0)\ndef pairwise_distances(a, b):\n"
                     "    return torch.cdist(a, b)")),
-    Case("deleted grade cell", make=lambda ctx: _drop_cell(solved(), "test_to_unit_float")),
+    Case("deleted grade cell", make=lambda ctx: without_cell(solved(), "test_to_unit_float")),
     Case("deleted answer and grade cell", {"test_to_unit_float": 0},
-         make=lambda ctx: _drop_cell(_drop_cell(solved(), "to_unit_float"), "test_to_unit_float")),
+         make=lambda ctx: without_cell(without_cell(solved(), "to_unit_float"), "test_to_unit_float")),
     Case("deleted grade cell, wrong answer", {"test_to_unit_float": 0},
-         make=lambda ctx: _drop_cell(replace_cell(solved(), "to_unit_float",
+         make=lambda ctx: without_cell(replace_cell(solved(), "to_unit_float",
                                                   "def to_unit_float(images):\n    return images"),
                                      "test_to_unit_float")),
     Case("edited grade cell", {"test_pairwise_distances": 0},

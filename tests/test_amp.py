@@ -7,13 +7,15 @@ only what a CPU-only machine can do is checked, including that those branches st
 import math
 import time
 import warnings
+from types import SimpleNamespace
 
 import matplotlib
 import pytest
 import torch
 from torch import nn
 
-from course import amp
+from course import amp, timing
+from course.memory import SavedTensorMeter
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -30,41 +32,91 @@ def _tiny_model():
 
 
 # ------------------------------------------------------------------------------------------ timing
-def test_synchronize_on_cpu_does_nothing():
-    amp.synchronize("cpu")
-    amp.synchronize(torch.device("cpu"))
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """course.timing reads this clock: ``clock[0]`` seconds, advanced by hand instead of by sleeping."""
+    clock = [0.0]
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    return clock
 
 
-def test_time_calls_warms_up_then_times_each_call():
-    calls = []
+@pytest.fixture
+def device_waits(monkeypatch):
+    """Records each wait on a device instead of waiting: ``("cuda", device)`` or ``("mps",)``."""
+    waits = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waits.append(("cuda", device)))
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: waits.append(("mps",)))
+    return waits
+
+
+def test_synchronize_waits_only_for_an_asynchronous_device(device_waits):
+    timing.synchronize("cpu")
+    timing.synchronize(torch.device("cpu"))
+    assert device_waits == []
+    timing.synchronize("cuda:1")
+    timing.synchronize(torch.device("mps"))
+    assert device_waits == [("cuda", torch.device("cuda", 1)), ("mps",)]
+
+
+def test_time_calls_warms_up_then_times_each_call(fake_clock):
+    durations = iter([50.0, 2.0, 3.0, 1.0, 4.0, 7.0, 8.0])   # the first call is the warm-up
 
     def fn():
-        time.sleep(0.05 if len(calls) == 0 else 0.002)
-        calls.append(1)
+        fake_clock[0] += next(durations)
 
-    times = amp.time_calls(fn, device="cpu", repeats=4, warmup=1)
-    assert len(calls) == 5 and len(times) == 4
-    assert all(0.0015 < t < 0.04 for t in times), times        # the slow warm-up call is not timed
-    unsynced = amp.time_calls(fn, device="cpu", repeats=2, warmup=0, sync=False)
-    assert len(unsynced) == 2 and len(calls) == 7
+    assert timing.time_calls(fn, device="cpu", repeats=4, warmup=1) == [2.0, 3.0, 1.0, 4.0]
+    assert timing.time_calls(fn, device="cpu", repeats=2, warmup=0, sync=False) == [7.0, 8.0]
+    assert next(durations, None) is None                      # 5 + 2 calls, no more
+
+
+def test_time_per_call_is_the_median_of_the_timed_calls(fake_clock):
+    durations = iter([9.0, 9.0, 5.0, 1.0, 3.0])
+
+    def fn():
+        fake_clock[0] += next(durations)
+
+    assert timing.time_per_call(fn, repeats=3, warmup=2) == 3.0
 
 
 def test_time_calls_waits_for_cuda_only_on_cuda(monkeypatch):
     events = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *args, **kwargs: events.append("sync"))
-    amp.time_calls(lambda: events.append("call"), device="cpu", repeats=2, warmup=1)
+    timing.time_calls(lambda: events.append("call"), device="cpu", repeats=2, warmup=1)
     assert events == ["call"] * 3
     events.clear()
-    amp.time_calls(lambda: events.append("call"), device="cuda", repeats=2, warmup=1)
+    timing.time_calls(lambda: events.append("call"), device="cuda", repeats=2, warmup=1)
     assert events == ["call", "sync", "call", "sync", "sync", "call", "sync"]
     events.clear()
-    amp.time_calls(lambda: events.append("call"), device="cuda", repeats=2, warmup=0, sync=False)
+    timing.time_calls(lambda: events.append("call"), device="cuda", repeats=2, warmup=0, sync=False)
     assert events == ["call", "call", "sync"]       # nothing left queued behind
 
 
+def test_stopwatch_stops_after_the_device_has_finished(fake_clock, monkeypatch):
+    queued = []                                     # work a fake device finishes when waited for
+
+    def finish_queued(device=None):
+        fake_clock[0] += sum(queued)
+        queued.clear()
+
+    monkeypatch.setattr(torch.cuda, "synchronize", finish_queued)
+    with timing.stopwatch("cuda") as right:
+        queued.append(5.0)
+    with timing.stopwatch("cuda", sync=False) as wrong:
+        queued.append(5.0)
+    assert (right.seconds, wrong.seconds) == (5.0, 0.0)
+
+
 def test_benchmark_median_is_seconds_per_call():
-    seconds = amp.benchmark_median(lambda: time.sleep(0.001), min_run_time=0.05)
-    assert 0.0009 < seconds < 0.02
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(0.001)
+
+    seconds = amp.benchmark_median(fn, min_run_time=0.05)     # lesson 06 calls it through amp
+    assert isinstance(seconds, float)
+    assert seconds >= 0.001                  # a sleep lasts at least as long as asked, however busy
+    assert len(calls) > 1
 
 
 # ----------------------------------------------------------------------------------------- formats
@@ -113,15 +165,15 @@ def test_bytes_helpers():
 def test_saved_tensor_meter_counts_activations_not_parameters():
     layer = nn.Linear(64, 64)
     x = torch.randn(32, 64)
-    with amp.SavedTensorMeter(exclude=list(layer.parameters())) as meter:
+    with SavedTensorMeter(exclude=list(layer.parameters())) as meter:
         layer(x).relu()
     assert meter.bytes == 2 * 32 * 64 * 4           # the input of the linear layer and relu's output
-    with amp.SavedTensorMeter(exclude=list(layer.parameters())) as low:
+    with SavedTensorMeter(exclude=list(layer.parameters())) as low:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             layer(x).relu()
     # the same two activations in bf16 (the input needs no gradient, so no weight copy is kept)
     assert low.bytes == 2 * 32 * 64 * 2 == meter.bytes // 2
-    with amp.SavedTensorMeter() as nothing:
+    with SavedTensorMeter() as nothing:
         with torch.no_grad():
             layer(x)
     assert nothing.bytes == 0 and nothing.count == 0

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from hostile import CASES, FULL, LESSON, solved, write_class
 
-from graders.classroom import Options, grade_class
+from graders.class_grading.classroom import Options, grade_class
 from graders.lessons import ROOT
 
 # The class grader runs its own parallel workers: `make test` runs these tests after the others,
@@ -172,7 +172,7 @@ def test_a_killed_run_resumes_with_what_is_missing(tmp_path):
 
 def test_without_root_a_user_namespace_still_isolates(tmp_path, monkeypatch):
     """The mode used where switching users is impossible, forced here."""
-    monkeypatch.setattr("graders.classroom.detect_mode", lambda: "userns")
+    monkeypatch.setattr("graders.class_grading.classroom.detect_mode", lambda: "userns")
     submissions = tmp_path / "in"
     submissions.mkdir()
     written = [str(ROOT / f"{MARKER}-userns"), f"/tmp/{MARKER}-userns"]

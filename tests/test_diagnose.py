@@ -4,6 +4,7 @@ Each broken step below is the step form of one bug of the debugging lab (the lab
 code); diagnose must name that bug. Each repaired step must leave it silent.
 """
 
+import functools
 import math
 import pickle
 import tempfile
@@ -14,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.diagnose import CODES, Finding, diagnose, format_findings
 import course
+from course.diagnose import CODES, Finding, diagnose, format_findings
 
 
 def classification():
@@ -47,15 +48,38 @@ def codes(findings):
     return [finding.code for finding in findings]
 
 
-# ---------------------------------------------------------------- the repaired steps
-def train_step(model, batch, optimizer):
+def update(model, batch, optimizer):
+    """One correct training step on a classification batch; returns the loss tensor."""
     x, y = batch
     model.train()
     optimizer.zero_grad()
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     optimizer.step()
-    return loss.item()
+    return loss
+
+
+def step_of(loss_of):
+    """The step zero_grad → loss → backward → step around ``loss_of(model, x, y)``, named after it.
+
+    Several steps below differ only in how they compute the loss: they are written as that loss.
+    """
+
+    @functools.wraps(loss_of)
+    def step(model, batch, optimizer):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = loss_of(model, x, y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
+# ---------------------------------------------------------------- the repaired steps
+def train_step(model, batch, optimizer):
+    return update(model, batch, optimizer).item()
 
 
 def clipped_step(model, batch, optimizer):
@@ -92,13 +116,9 @@ def step_with_checkpoint(model, batch, optimizer):
     return loss
 
 
-def regression_step(model, batch, optimizer):
-    x, y = batch
-    optimizer.zero_grad()
-    loss = F.mse_loss(model(x).squeeze(-1), y)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+@step_of
+def regression_step(model, x, y):
+    return F.mse_loss(model(x).squeeze(-1), y)
 
 
 def step_keeping_a_float_total(model, batch, optimizer):
@@ -166,52 +186,29 @@ def checkpoint_whole_model(model, batch, optimizer):  # bug 5
     return loss
 
 
-def softmax_then_cross_entropy(model, batch, optimizer):  # bug 6
-    x, y = batch
-    optimizer.zero_grad()
-    loss = F.cross_entropy(torch.softmax(model(x), dim=1), y)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+@step_of
+def softmax_then_cross_entropy(model, x, y):  # bug 6
+    return F.cross_entropy(torch.softmax(model(x), dim=1), y)
 
 
-def mse_with_broadcasting(model, batch, optimizer):  # bug 7
-    x, y = batch
-    optimizer.zero_grad()
-    loss = nn.MSELoss()(model(x), y)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+@step_of
+def mse_with_broadcasting(model, x, y):  # bug 7
+    return nn.MSELoss()(model(x), y)
 
 
-def handwritten_mse_with_broadcasting(model, batch, optimizer):  # bug 7, by hand
-    x, y = batch
-    optimizer.zero_grad()
-    loss = ((model(x) - y) ** 2).mean()
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+@step_of
+def handwritten_mse_with_broadcasting(model, x, y):  # bug 7, by hand
+    return ((model(x) - y) ** 2).mean()
 
 
 def accumulating_loss_tensors(model, batch, optimizer):  # bug 8
-    x, y = batch
-    model.train()
-    optimizer.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
+    loss = update(model, batch, optimizer)
     RUNNING["total"] += loss
     return loss.item()
 
 
 def returning_the_loss_tensor(model, batch, optimizer):  # bug 8, left to the caller
-    x, y = batch
-    model.train()
-    optimizer.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
-    return loss
+    return update(model, batch, optimizer)
 
 
 def evaluate_without_restoring(model, x, y):
@@ -248,13 +245,9 @@ def inplace_block():
     return x, y
 
 
-def residual_step(model, batch, optimizer):
-    x, y = batch
-    optimizer.zero_grad()
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+@step_of
+def residual_step(model, x, y):
+    return F.mse_loss(model(x), y)
 
 
 @pytest.fixture(autouse=True)
@@ -401,7 +394,7 @@ def test_findings_follow_the_lesson_language_and_print_readably(capsys):
 
 
 def test_every_code_has_text_in_both_languages():
-    from course.diagnose import TEXTS
+    from course.diagnose.texts import TEXTS
 
     for language in ("es", "en"):
         for code in CODES:
@@ -431,4 +424,12 @@ def test_a_pickled_model_load_is_named():
     (finding,) = diagnose(checkpoint_whole_model, model, batch, show=False)
     assert finding.code == "pickled_model"
     assert "state_dict" in finding.advice
-    assert issubclass(pickle.UnpicklingError, Exception)
+    # the reason torch.load gave: the class it refused to unpickle
+    assert "Unsupported global: GLOBAL torch.nn.modules.container.Sequential" in finding.message
+
+    def unpickling_fails(model, batch, optimizer):
+        raise pickle.UnpicklingError("invalid load key, 'x'.")
+
+    # recognised by the error's type alone, whatever its text
+    (finding,) = diagnose(unpickling_fails, model, batch, show=False)
+    assert finding.code == "pickled_model" and finding.step == 1

@@ -6,10 +6,11 @@ import sys
 
 import nbformat
 import pytest
-from conftest import LESSONS, read_edition
+from lesson_files import LESSONS, read_edition
 
-from graders.editions import EditionError, cell_language, filter_language, release
-from graders.lessons import LANGUAGES, ROOT, edition_path, solution_path
+from course.settings import LANGUAGES
+from graders.lessons import edition_path, solution_path
+from graders.release.editions import EditionError, build_course, cell_language, filter_language, release
 
 EDITION_CASES = [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES]
 
@@ -87,15 +88,15 @@ def test_a_wrong_language_tag_is_refused():
 
 
 def test_stock_nbgrader_cli_works_in_a_released_course_directory(tmp_path):
-    """An instructor's `nbgrader` commands, run as they would run them, in the course directory."""
-    from graders.editions import build_course
-
-    course_dir = build_course(tmp_path / "course", "en", LESSONS[:1])
+    """An instructor's `nbgrader` commands, run as they would run them, in the course directory,
+    pick up the course's settings (here: the Spanish edition's answer stub)."""
+    course_dir = build_course(tmp_path / "course", "es", LESSONS[:1])
     listed = subprocess.run([sys.executable, "-m", "nbgrader", "db", "assignment", "list"],
                             cwd=course_dir, capture_output=True, text=True, check=True)
     assert LESSONS[0] in listed.stdout + listed.stderr
+    released = course_dir / "release" / LESSONS[0] / f"{LESSONS[0]}.ipynb"
+    released.unlink()
     again = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", LESSONS[0],
                             "--force"], cwd=course_dir, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
-    assert (course_dir / "release" / LESSONS[0] / f"{LESSONS[0]}.ipynb").exists()
-    assert (ROOT / "graders" / "config.py").exists()
+    assert "# ESCRIBE TU CÓDIGO AQUÍ" in released.read_text()

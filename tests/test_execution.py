@@ -7,8 +7,8 @@ import sys
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from graders import execution
-from graders.execution import ResilientExecute, SharedContextKernelManager
+from graders.class_grading import resilient_execute
+from graders.class_grading.resilient_execute import ResilientExecute, SharedContextKernelManager
 
 pytestmark = pytest.mark.notebook
 
@@ -62,11 +62,11 @@ def test_a_kernel_that_never_starts_fails_after_the_attempts(flaky_kernel):
 def test_every_kernel_and_client_uses_the_one_process_wide_context(flaky_kernel):
     flaky_kernel(failures=0)
     km = SharedContextKernelManager()
-    assert km.context is execution._CONTEXT and km.client().context is execution._CONTEXT
+    assert km.context is resilient_execute._CONTEXT and km.client().context is resilient_execute._CONTEXT
     for _ in range(2):  # managers and clients come and go; the context stays open
         assert _run() == "42\n"
         gc.collect()
-    assert not execution._CONTEXT.closed
+    assert not resilient_execute._CONTEXT.closed
 
 
 def test_a_socket_folder_too_deep_for_unix_sockets_is_refused_with_the_fix(tmp_path):

@@ -1,12 +1,10 @@
 """The course's nbgrader configuration, proven on real submissions of lesson 01."""
 
-import copy
-
 import pytest
-from conftest import read_edition, read_source, replace_cell, write
+from lesson_files import read_edition, read_source, replace_cell, without_cell, write
 
-from graders.editions import fill_solutions, solution_sources
-from graders.grading import autograde, generate_feedback, submit
+from graders.notebook_grading.autograde import autograde, generate_feedback, submit
+from graders.release.editions import fill_solutions, solution_sources
 
 pytestmark = pytest.mark.notebook
 LESSON = "01_tensors"
@@ -56,15 +54,11 @@ def to_unit_float(images):
 
 
 def test_a_deleted_grade_cell_is_put_back_and_graded(course_dir, tmp_path):
-    nb = copy.deepcopy(read_edition(LESSON, "en"))
-    nb.cells = [c for c in nb.cells
-                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "test_to_unit_float"]
+    nb = without_cell(read_edition(LESSON, "en"), "test_to_unit_float")
     score = _grade(course_dir, tmp_path, "deleter", nb)
     assert score.cells["test_to_unit_float"] == (0, 1)  # graded (and failed), not skipped
 
-    solved = _solved()
-    solved.cells = [c for c in solved.cells
-                    if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "test_to_unit_float"]
+    solved = without_cell(_solved(), "test_to_unit_float")
     score = _grade(course_dir, tmp_path, "deleter-solved", solved)
     assert score.cells["test_to_unit_float"] == (1, 1)
 

@@ -6,8 +6,8 @@ import sys
 import nbformat
 import yaml
 
-from graders.hygiene import committed_notebooks, dirty_notebooks, main
 from graders.lessons import ROOT
+from graders.release.hygiene import committed_notebooks, dirty_notebooks, main
 
 
 def test_committed_notebooks_carry_no_outputs():
@@ -39,5 +39,5 @@ def test_ruff_is_clean():
 def test_pre_commit_runs_the_same_checks():
     config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
     hooks = {hook["id"]: hook["entry"] for repo in config["repos"] for hook in repo["hooks"]}
-    assert hooks["notebooks-without-outputs"].endswith("python -m graders.hygiene")
+    assert hooks["notebooks-without-outputs"].endswith("python -m graders.release.hygiene")
     assert hooks["ruff"].endswith("ruff check")

@@ -6,12 +6,12 @@ Each test executes its own notebooks; pytest-xdist spreads them over the cores.
 import json
 
 import pytest
-from conftest import LESSONS, read_edition, read_source, replace_cell, solution_cells, write
+from lesson_files import LESSONS, cell_source, read_edition, read_source, replace_cell, solution_cells, write
 
-from graders.editions import fill_solutions, solution_sources
-from graders.grading import autograde, submit
-from graders.lessons import LANGUAGES
-from graders.run import run_course
+from course.settings import LANGUAGES
+from graders.course_run.runner import run_course
+from graders.notebook_grading.autograde import autograde, submit
+from graders.release.editions import fill_solutions, solution_sources
 
 pytestmark = pytest.mark.notebook
 
@@ -57,8 +57,7 @@ def test_spanish_and_english_editions_grade_alike(lesson, course_dir, tmp_path):
 
 @pytest.mark.parametrize(("lesson", "grade_id"), STUBBED)
 def test_every_solution_cell_is_graded(lesson, grade_id, course_dir, tmp_path):
-    stub = next(c.source for c in read_edition(lesson, "en").cells
-                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    stub = cell_source(read_edition(lesson, "en"), grade_id)
     submission = replace_cell(read_source(lesson), grade_id, stub)
     score = _grade(course_dir, tmp_path, lesson, f"stub-{grade_id}", submission)
     assert score.score < score.max_score, f"stubbing {grade_id} lost no points"

@@ -2,9 +2,10 @@ import matplotlib
 import pytest
 import torch
 
-from course.plots import draw_broadcast
+from course.plots import draw_broadcast, figure_png, offscreen_figure
 
 matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 
 def test_draw_broadcast_writes_each_stretched_value():
@@ -24,3 +25,14 @@ def test_draw_broadcast_accepts_shapes_and_refuses_what_pytorch_refuses():
         draw_broadcast((3, 4), (3,))
     with pytest.raises(ValueError, match="at most 2 dimensions"):
         draw_broadcast((2, 3, 4), (4,))
+
+
+def test_an_offscreen_figure_becomes_png_without_touching_pyplot():
+    open_before = plt.get_fignums()
+    fig = offscreen_figure(figsize=(2, 1), dpi=50)
+    fig.add_subplot().plot([0, 1], [1, 0])
+    png = figure_png(fig)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")   # IHDR
+    assert (width, height) == (100, 50)                                                      # inches × dpi
+    assert plt.get_fignums() == open_before

@@ -1,10 +1,17 @@
-"""The papermill runner names what failed, and refuses a lesson that silently ran nothing."""
+"""``course run`` names what failed, refuses a lesson that silently ran nothing, and reports every lesson."""
+
+import json
+import shutil
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from graders.run import LessonFailed, check_execution, execute_lesson, format_table
+from graders.course_run import runner
+from graders.course_run.report import format_table
+from graders.course_run.runner import LessonFailed, check_execution, execute_lesson
+
+executes = pytest.mark.notebook
 
 
 def _notebook(tmp_path, *sources, name="99_sample"):
@@ -20,10 +27,12 @@ def _execute(path, tmp_path, lesson_timeout=120):
                           cell_timeout=60, lesson_timeout=lesson_timeout, progress=False)
 
 
+@executes
 def test_a_clean_notebook_runs(tmp_path):
     assert _execute(_notebook(tmp_path, "x = 1", "print(x + 1)"), tmp_path) > 0
 
 
+@executes
 def test_a_failing_cell_is_named_with_its_error(tmp_path):
     path = _notebook(tmp_path, "x = 1", "def broken():\n    return 1 / 0\nbroken()", "print('after')")
     with pytest.raises(LessonFailed) as caught:
@@ -32,23 +41,27 @@ def test_a_failing_cell_is_named_with_its_error(tmp_path):
     assert message.startswith("99_sample: cell 3 `def broken():` raised ZeroDivisionError")
 
 
+@executes
 def test_sys_exit_before_the_end_is_a_failure(tmp_path):
     path = _notebook(tmp_path, "import sys\nsys.exit(0)", "print('never')")
     with pytest.raises(LessonFailed, match="99_sample: cell 2 `import sys` raised SystemExit"):
         _execute(path, tmp_path)
 
 
+@executes
 def test_a_dead_kernel_is_a_failure(tmp_path):
     path = _notebook(tmp_path, "import os\nos._exit(1)", "print('never')")
     with pytest.raises(LessonFailed, match="99_sample: .*(DeadKernel|never did|raised)"):
         _execute(path, tmp_path)
 
 
+@executes
 def test_a_notebook_without_code_is_a_failure(tmp_path):
     with pytest.raises(LessonFailed, match="has no code cells, so nothing ran"):
         _execute(_notebook(tmp_path), tmp_path)
 
 
+@executes
 def test_a_lesson_past_its_time_is_stopped(tmp_path):
     path = _notebook(tmp_path, "import time\ntime.sleep(600)")
     with pytest.raises(LessonFailed, match="still running after 8 s, stopped"):
@@ -69,3 +82,28 @@ def test_report_table_lists_lesson_device_seconds_and_score():
     table = format_table(report)
     assert "| 01_tensors | cpu (2 threads) | 9.0 | 11 / 11 | ok |" in table
     assert "FAILED: boom \\| x" in table
+
+
+def test_an_nbgrader_failure_is_that_lessons_error_and_the_run_goes_on(tmp_path, monkeypatch):
+    """nbgrader really fails on lesson 01 (its submission is not a notebook); 02 is still graded."""
+    def copy_without_running(notebook, output, **_):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(notebook, output)
+        return 0.1
+
+    def submit_broken_01(course_dir, lesson, student, notebook):
+        real_submit(course_dir, lesson, student, notebook)
+        if lesson == "01_tensors":
+            (course_dir / "submitted" / student / lesson / f"{lesson}.ipynb").write_text("not json")
+
+    real_submit = runner.submit
+    monkeypatch.setattr(runner, "execute_lesson", copy_without_running)
+    monkeypatch.setattr(runner, "submit", submit_broken_01)
+    report = runner.run_course(["01_tensors", "02_autograd"], fast=True, device="cpu", out_dir=tmp_path)
+    first, second = report["lessons"]
+    assert first["error"] == ("nbgrader autograde failed for reference/01_tensors: nbformat.reader."
+                              "NotJSONError: Notebook does not appear to be JSON: 'not json'")
+    assert second["error"] == "" and second["max_score"] > 0
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert [lesson["name"] for lesson in written["lessons"]] == ["01_tensors", "02_autograd"]
+    assert "FAILED: nbgrader autograde failed" in (tmp_path / "report.md").read_text()

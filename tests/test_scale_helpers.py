@@ -1,5 +1,6 @@
 """The helpers lesson 07 stands on: the saved-tensor meter, checkpointing, and a real 2-process DDP run."""
 
+import os
 import socket
 
 import pytest
@@ -15,7 +16,7 @@ from course.memory import (
     model_saved_bytes,
     model_state_tensors,
     saved_bytes,
-    time_per_call,
+    track_cuda_memory,
 )
 
 
@@ -127,10 +128,49 @@ def test_checkpointing_halves_saved_bytes_with_identical_gradients():
         assert all(torch.equal(a, b) for a, b in zip(_grads(model, forward), reference, strict=True))
 
 
-def test_time_per_call_and_cuda_memory_of():
-    calls = []
-    seconds = time_per_call(lambda: calls.append(1), repeats=3, warmup=2)
-    assert len(calls) == 5 and seconds >= 0
+class _FakeCudaAllocator:
+    """torch.cuda's memory counters, driven by hand: ``allocate`` and ``free`` move them."""
+
+    def __init__(self, monkeypatch, allocated):
+        self.allocated = self.peak = allocated
+        fakes = {"memory_allocated": lambda device=None: self.allocated,
+                 "max_memory_allocated": lambda device=None: self.peak,
+                 "reset_peak_memory_stats": self.reset, "synchronize": lambda device=None: None}
+        for name, fake in fakes.items():
+            monkeypatch.setattr(torch.cuda, name, fake)
+
+    def reset(self, device=None):
+        self.peak = self.allocated
+
+    def allocate(self, n):
+        self.allocated += n
+        self.peak = max(self.peak, self.allocated)
+
+    def free(self, n):
+        self.allocated -= n
+
+
+def test_cuda_memory_is_counted_from_the_start_of_the_block(monkeypatch):
+    allocator = _FakeCudaAllocator(monkeypatch, allocated=1000)
+    allocator.allocate(5000)              # an earlier peak, forgotten when the block starts
+    allocator.free(5000)
+
+    def forward():
+        allocator.allocate(300)           # activations, freed before returning
+        allocator.allocate(200)           # the result, still referenced after
+        allocator.free(300)
+        return "result"
+
+    assert cuda_memory_of(forward, "cuda") == {"peak_bytes": 500, "kept_bytes": 200}
+    with track_cuda_memory("cuda:0") as usage:
+        allocator.allocate(50)
+    assert (usage.peak_bytes, usage.kept_bytes) == (50, 50)
+
+
+def test_cuda_memory_is_none_or_refused_off_cuda():
+    with track_cuda_memory("cpu") as usage:
+        torch.zeros(10)
+    assert usage.peak_bytes is None and usage.kept_bytes is None
     with pytest.raises(RuntimeError, match="CUDA"):
         cuda_memory_of(lambda: None, "cpu")
 
@@ -182,6 +222,16 @@ def test_two_gloo_processes_average_to_the_single_process_gradient():
     optimizer.step()
     torch.testing.assert_close(runs[0]["params_after_first_step"],
                                {n: p.detach() for n, p in single.named_parameters()})
+
+
+def test_the_torchrun_entry_joins_through_the_environment(monkeypatch, capsys):
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(distributed.free_port()), "GLOO_SOCKET_IFNAME": ""}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME")      # unset, and unset again after the test
+    distributed.main(["--steps", "2", "--batch-size", "8"])
+    assert capsys.readouterr().out.startswith("rank 0/1 (local rank 0, gloo): 16 examples")
+    assert os.environ.get("GLOO_SOCKET_IFNAME") == distributed.loopback_interface()
 
 
 def test_a_failing_worker_is_reported_not_hung(tmp_path):

@@ -4,7 +4,7 @@ Small synthetic tensors everywhere, except one test that reads a few batches of 
 """
 
 import copy
-import time
+from types import SimpleNamespace
 
 import matplotlib
 import pytest
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-from course import training
+from course import timing, training
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -301,32 +301,58 @@ def test_progress_can_be_silenced():
     assert training.progress(items, enabled=False) is items
 
 
-def test_compare_loading_reports_both_rates():
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """The clock course.timing reads, advanced by hand: ``clock[0]`` seconds."""
+    clock = [0.0]
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    return clock
+
+
+def _model_taking(seconds, clock):
+    """A tiny model whose every forward pass advances ``clock`` by ``seconds``."""
+    model = _tiny_model()
+    model.register_forward_hook(lambda *_: clock.__setitem__(0, clock[0] + seconds))
+    return model
+
+
+class _SlowDataset(TensorDataset):
+    """A per-example transform that costs ``seconds`` of the fake clock."""
+
+    def __init__(self, *tensors, seconds, clock):
+        super().__init__(*tensors)
+        self.seconds, self.clock = seconds, clock
+
+    def __getitem__(self, index):
+        self.clock[0] += self.seconds
+        return super().__getitem__(index)
+
+
+def test_compare_loading_reports_both_rates(fake_clock):
     x, y = _blobs(n=256)
     loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)
-    model = _tiny_model()
+    model = _model_taking(0.5, fake_clock)
     result = training.compare_loading(model, loader, loss_fn=nn.CrossEntropyLoss(),
                                       optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
                                       device="cpu", batches=4, repeats=2)
     assert set(result) == {"loader_images_per_s", "memory_images_per_s", "ratio"}
-    assert result["loader_images_per_s"] > 0 and result["memory_images_per_s"] > 0
-    assert result["ratio"] == pytest.approx(result["loader_images_per_s"] / result["memory_images_per_s"])
+    # loading costs no time here: both feeds run at 32 images per 0.5 s step
+    assert result["loader_images_per_s"] == result["memory_images_per_s"] == 64.0
+    assert result["ratio"] == 1.0
 
 
-class _SlowDataset(TensorDataset):
-    def __getitem__(self, index):
-        time.sleep(0.002)                       # an expensive per-example transform
-        return super().__getitem__(index)
-
-
-def test_compare_loading_sees_a_slow_loader():
+def test_compare_loading_sees_a_slow_loader(fake_clock):
     x, y = _blobs(n=128)
-    model = _tiny_model()
-    result = training.compare_loading(model, DataLoader(_SlowDataset(x, y), batch_size=32),
+    model = _model_taking(0.01, fake_clock)
+    slow = _SlowDataset(x, y, seconds=0.002, clock=fake_clock)
+    result = training.compare_loading(model, DataLoader(slow, batch_size=32),
                                       loss_fn=nn.CrossEntropyLoss(),
                                       optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
                                       device="cpu", batches=4, repeats=1, chunk=2)
-    assert result["ratio"] < 0.5
+    # from memory a step costs the forward pass; from the loader also 32 examples of 2 ms each
+    assert result["memory_images_per_s"] == pytest.approx(32 / 0.01)
+    assert result["loader_images_per_s"] == pytest.approx(32 / (0.01 + 32 * 0.002))
+    assert result["ratio"] == pytest.approx(0.01 / (0.01 + 32 * 0.002))
 
 
 def test_learning_rate_explorer_builds_headless_and_trains_on_click():

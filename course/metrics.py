@@ -1,4 +1,4 @@
-"""Recording what a lesson measured, so that the runner can put it in ``build/report.json``.
+"""Recording what a lesson measured, so that ``course run`` can put it in ``build/report.json``.
 
 A metric travels inside the executed notebook, as the metadata of a displayed output:
 no side files, and the notebook that papermill saved is the single record of the run.
@@ -27,14 +27,3 @@ def record_metric(name: str, value: float, unit: str = "") -> None:
         raw=True,
         metadata={METADATA_KEY: {"name": name, "value": value, "unit": unit}},
     )
-
-
-def metrics_from_notebook(nb) -> dict:
-    """Every metric a lesson recorded, read back from its executed notebook (last value wins)."""
-    found = {}
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            tag = output.get("metadata", {}).get(METADATA_KEY)
-            if tag:
-                found[tag["name"]] = tag["value"]
-    return found

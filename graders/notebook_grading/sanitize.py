@@ -12,9 +12,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-
-def _grade_id(cell):
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+from graders.nbgrader_adapter import grade_id
 
 
 def _stub(source_cell):
@@ -35,11 +33,10 @@ class ForgetUnknownCells(NbGraderPreprocessor):
             solutions = {cell.name for cell in notebook.solution_cells}
         known = {cell.name for cell in ordered}
         for cell in nb.cells:
-            meta = cell.get("metadata", {}).get("nbgrader")
-            if meta is not None and meta.get("grade_id") not in known:
-                self.log.warning("Forgetting unknown grade id %r", meta.get("grade_id"))
+            if "nbgrader" in cell.get("metadata", {}) and grade_id(cell) not in known:
+                self.log.warning("Forgetting unknown grade id %r", grade_id(cell))
                 del cell.metadata["nbgrader"]
-        present = {_grade_id(cell) for cell in nb.cells}
+        present = {grade_id(cell) for cell in nb.cells}
         for source_cell in ordered:
             if source_cell.name in solutions and source_cell.name not in present:
                 self.log.warning("Answer cell %r was deleted: putting the stub back", source_cell.name)
@@ -51,7 +48,7 @@ class ForgetUnknownCells(NbGraderPreprocessor):
     def _after_previous(nb, ordered, source_cell) -> int:
         """Index just after the submission's copy of the nearest earlier source cell, else 0."""
         earlier = [cell.name for cell in ordered[: ordered.index(source_cell)]]
-        positions = {_grade_id(cell): index for index, cell in enumerate(nb.cells)}
+        positions = {grade_id(cell): index for index, cell in enumerate(nb.cells)}
         for name in reversed(earlier):
             if name in positions:
                 return positions[name] + 1

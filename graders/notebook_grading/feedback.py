@@ -9,7 +9,7 @@ import re
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import ClearHiddenTests
 
-from graders.editions import edition_language
+from graders.release.editions import edition_language
 
 HIDDEN_FAILED = {
     "es": "Una prueba oculta falló: prueba tu función con otras entradas (otras formas, "

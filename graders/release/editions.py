@@ -4,21 +4,21 @@ Prose cells in ``solutions/`` carry a tag ``lang:es`` or ``lang:en``; untagged c
 """
 
 import copy
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 
-from graders.config import apply, write_config_file
-from graders.lessons import EDITIONS, LANGUAGES, available_lessons, solution_path
+from course.settings import LANGUAGES
+from graders import nbgrader_adapter as adapter
+from graders.lessons import EDITIONS, available_lessons, solution_path
+from graders.nbgrader_settings import write_config_file
 
 TAG_PREFIX = "lang:"
 
 
 class EditionError(RuntimeError):
-    """A lesson source that cannot be split into editions, or an nbgrader step that failed."""
+    """A lesson source that cannot be split into editions."""
 
 
 def cell_language(cell) -> str | None:
@@ -58,22 +58,6 @@ def strip_outputs(nb):
     return nb
 
 
-def nbgrader_api(course_dir: Path, language: str = "en"):
-    """nbgrader's own API on ``course_dir``, configured as the course's ``nbgrader_config.py`` is."""
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
-    # nbgrader runs `alembic` from PATH: make this interpreter's scripts findable even when the
-    # virtual environment was not activated (`.venv/bin/course ...`).
-    scripts = os.path.dirname(sys.executable)
-    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
-    config = Config()
-    apply(config, language=language, root=course_dir)
-    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-
-
 def build_course(course_dir: Path, language: str, lessons=None) -> Path:
     """An nbgrader course directory whose ``source/`` holds the ``language`` filter of each lesson.
 
@@ -83,18 +67,13 @@ def build_course(course_dir: Path, language: str, lessons=None) -> Path:
     course_dir = Path(course_dir)
     course_dir.mkdir(parents=True, exist_ok=True)
     write_config_file(course_dir, language)
-    api = nbgrader_api(course_dir, language)
+    api = adapter.api(course_dir, language)
     for lesson in lessons or available_lessons():
         source = course_dir / "source" / lesson
         source.mkdir(parents=True, exist_ok=True)
         nb = strip_outputs(filter_language(nbformat.read(solution_path(lesson), 4), language))
         nbformat.write(nb, source / f"{lesson}.ipynb")
-        result = api.generate_assignment(lesson, force=True, create=True)
-        if not result["success"]:
-            raise EditionError(
-                f"nbgrader generate_assignment failed for {lesson} ({language}):\n"
-                f"{result.get('error', '')}\n{result.get('log', '')}"
-            )
+        adapter.generate_assignment(api, lesson)
     return course_dir
 
 
@@ -124,18 +103,14 @@ def release(build_dir: Path, editions_dir: Path = EDITIONS, lessons=None) -> lis
 
 def solution_sources(source_nb) -> dict:
     """``grade_id`` → source of every solution cell of a lesson source."""
-    return {
-        cell.metadata.nbgrader["grade_id"]: cell.source
-        for cell in source_nb.cells
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution")
-    }
+    return {adapter.grade_id(cell): cell.source for cell in source_nb.cells
+            if adapter.is_solution_cell(cell)}
 
 
 def fill_solutions(edition_nb, solutions: dict):
     """A copy of a student edition with the given solution cells filled in (by ``grade_id``)."""
     filled = copy.deepcopy(edition_nb)
     for cell in filled.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id in solutions and cell.metadata.nbgrader.get("solution"):
-            cell.source = solutions[grade_id]
+        if adapter.is_solution_cell(cell) and adapter.grade_id(cell) in solutions:
+            cell.source = solutions[adapter.grade_id(cell)]
     return filled

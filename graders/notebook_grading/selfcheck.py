@@ -9,10 +9,12 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from nbgrader.utils import determine_grade, is_grade
+from nbgrader.utils import determine_grade
 
-from graders.editions import edition_language
-from graders.kernel import KERNEL_ARGUMENTS
+from graders.kernel_startup import KERNEL_ARGUMENTS
+from graders.nbgrader_adapter import grade_id, is_grade_cell
+from graders.nbgrader_settings import CELL_TIMEOUT_S
+from graders.release.editions import edition_language
 
 TEXT = {
     "en": {"title": "Visible checks of {name}", "pass": "pass", "fail": "FAIL",
@@ -34,7 +36,7 @@ def _first_error(cell) -> str:
     return ""
 
 
-def check_notebook(path: Path, cell_timeout: int = 120) -> tuple[str, bool]:
+def run_visible_checks(path: Path, cell_timeout: int = CELL_TIMEOUT_S) -> tuple[str, bool]:
     """Execute ``path`` (in a copy) and return a report and whether every visible check passed."""
     path = Path(path)
     nb = nbformat.read(path, 4)
@@ -46,7 +48,7 @@ def check_notebook(path: Path, cell_timeout: int = 120) -> tuple[str, bool]:
     words = TEXT[edition_language(nb)]
     lines = [words["title"].format(name=path.name), ""]
     passed = points = maximum = 0
-    graded = [cell for cell in nb.cells if is_grade(cell)]
+    graded = [cell for cell in nb.cells if is_grade_cell(cell)]
     for cell in graded:
         score, max_score = determine_grade(cell)
         ok = score == max_score
@@ -55,7 +57,7 @@ def check_notebook(path: Path, cell_timeout: int = 120) -> tuple[str, bool]:
         maximum += max_score
         mark = words["pass"] if ok else words["fail"]
         detail = "" if ok else f"  {_first_error(cell)}"
-        lines.append(f"  {mark:5} {cell.metadata.nbgrader['grade_id']} ({max_score:g}){detail}")
+        lines.append(f"  {mark:5} {grade_id(cell)} ({max_score:g}){detail}")
     lines += ["", words["total"].format(ok=passed, n=len(graded), points=points, max=maximum),
               words["hidden"]]
     return "\n".join(lines), passed == len(graded)

@@ -7,7 +7,7 @@ binds (the system, the interpreter, the course's helper packages) plus a private
 home, and resource limits on memory, processes, file size and CPU time. ``solutions/``, the
 gradebook and other students' files are simply not in its view.
 
-The kernelspec starts ``python -m graders.sandbox <connection_file>``: this launcher applies the
+The kernelspec starts ``python -m graders.class_grading.sandbox <connection_file>``: this launcher applies the
 limits, derives the socket folder from the connection file, and replaces itself with bubblewrap.
 """
 
@@ -19,7 +19,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from graders.kernel import STARTUP
+from graders.kernel_startup import STARTUP
 
 KERNEL_NAME = "course-sandbox"
 NOBODY = 65534
@@ -156,7 +156,7 @@ def write_kernelspec(kernels_dir: Path, policy: Policy) -> Path:
     folder = Path(kernels_dir) / KERNEL_NAME
     folder.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "graders.sandbox", "{connection_file}"],
+        "argv": [sys.executable, "-m", "graders.class_grading.sandbox", "{connection_file}"],
         "display_name": "Course sandbox",
         "language": "python",
         # SIGINT sent to bubblewrap never reaches the kernel: interrupt through a message.

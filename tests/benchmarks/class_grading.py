@@ -1,4 +1,4 @@
-"""``make bench``: class grading speed against stock nbgrader, and the sandbox's cost.
+"""Class grading speed against stock nbgrader, and the sandbox's cost (part of ``make bench``).
 
 Builds 40 submissions of lesson 01 (correct, partial, blank and broken ones that stock nbgrader
 can also grade), grades them with ``course grade --workers 2`` and with stock ``nbgrader autograde``
@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook
 
-from graders.classroom import Options, grade_class
-from graders.editions import build_course, fill_solutions, solution_sources
+from graders import nbgrader_adapter as adapter
+from graders.class_grading.classroom import Options, grade_class
+from graders.class_grading.submissions import student_id
 from graders.lessons import edition_path, solution_path
-from graders.submissions import student_id
+from graders.release.editions import build_course, fill_solutions, filter_language, solution_sources
 
 LESSON = "01_tensors"
 BROKEN = {
@@ -33,8 +33,6 @@ BROKEN = {
 
 def make_class(folder: Path, size: int = 40) -> list[Path]:
     """``size`` submissions: half correct, a quarter partial or broken, a quarter blank."""
-    from graders.editions import filter_language
-
     folder.mkdir(parents=True, exist_ok=True)
     solutions = solution_sources(filter_language(nbformat.read(solution_path(LESSON), 4), "en"))
     editions = {lang: nbformat.read(edition_path(LESSON, lang), 4) for lang in ("es", "en")}
@@ -65,7 +63,7 @@ def stock_nbgrader(paths: list[Path], course_dir: Path) -> tuple[float, dict]:
     subprocess.run([sys.executable, "-m", "nbgrader", "autograde", LESSON], cwd=course_dir,
                    check=True, capture_output=True)
     seconds = time.perf_counter() - start
-    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
+    with adapter.gradebook(course_dir) as gradebook:
         scores = {s.student.id: s.score for s in gradebook.assignment_submissions(LESSON)}
     return seconds, scores
 

@@ -1,4 +1,4 @@
-"""Notebooks are stored without outputs or execution counts (``python -m graders.hygiene``).
+"""Notebooks are stored without outputs or execution counts (``python -m graders.release.hygiene``).
 
 The pre-commit hook and the test suite both call :func:`dirty_notebooks`, so CI catches what a
 contributor's hook missed. ``--fix`` strips them in place.
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import nbformat
 
-from graders.editions import strip_outputs
 from graders.lessons import EDITIONS, SOLUTIONS
+from graders.release.editions import strip_outputs
 
 
 def committed_notebooks() -> list[Path]:
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
             print(f"stripped outputs: {path}")
         else:
             print(f"{path}: has outputs or execution counts; run "
-                  f"`python -m graders.hygiene --fix {path}`", file=sys.stderr)
+                  f"`python -m graders.release.hygiene --fix {path}`", file=sys.stderr)
     return 1 if dirty and not args.fix else 0
 
 

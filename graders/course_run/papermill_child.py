@@ -1,4 +1,4 @@
-"""Execute one notebook with papermill, showing which cell runs (``python -m graders.execute``).
+"""The child process of ``course run``: one notebook through papermill, naming the running cell.
 
 It runs in its own process so that the runner can stop a whole lesson, kernel included,
 when the lesson's time is up.
@@ -10,16 +10,16 @@ import sys
 import papermill
 from papermill.engines import NotebookExecutionManager
 
-from graders.kernel import KERNEL_ARGUMENTS
+from graders.kernel_startup import KERNEL_ARGUMENTS
+from graders.nbgrader_adapter import grade_id
 
 
 def _describe_cell(self, cell, escape_str="papermill_description="):
     """The grade id, or the first line of code, so the progress bar names the running cell."""
     if cell is None or cell.get("cell_type") != "code":
         return None
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    if grade_id:
-        return grade_id
+    if grade_id(cell):
+        return grade_id(cell)
     lines = [line.strip() for line in cell.get("source", "").splitlines() if line.strip()]
     return f"{lines[0][:40]:<40}" if lines else None
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 
+from graders.nbgrader_adapter import grade_id, is_grade_cell
+
 MAX_NOTEBOOK_BYTES = 50 * 1024**2
 MAX_ZIP_BYTES = 2 * 1024**3
 IGNORED = ("__MACOSX", ".ipynb_checkpoints")
@@ -107,11 +109,10 @@ class Verdict:
 
 
 def _grade_ids(nb) -> set[str]:
-    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.get("cells", [])
-            if c.get("metadata", {}).get("nbgrader", {}).get("grade")} - {None}
+    return {grade_id(cell) for cell in nb.get("cells", []) if is_grade_cell(cell)} - {None}
 
 
-def check_notebook(path: Path, lesson: str, lesson_grade_ids: set[str]) -> Verdict:
+def validate_notebook(path: Path, lesson: str, lesson_grade_ids: set[str]) -> Verdict:
     """Whether a file can be graded as ``lesson`` at all, and if not, why, in plain words."""
     size = path.stat().st_size
     if size == 0:

@@ -11,7 +11,7 @@
 import sys
 import warnings
 
-STARTUP = "import graders.kernel; graders.kernel.prepare()"
+STARTUP = "import graders.kernel_startup; graders.kernel_startup.prepare()"
 KERNEL_ARGUMENTS = [f"--IPKernelApp.exec_lines={STARTUP}"]
 _TRACEBACK_METHODS = ("showtraceback", "_showtraceback", "showsyntaxerror", "showindentationerror")
 

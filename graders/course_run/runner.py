@@ -1,9 +1,9 @@
-"""``make run``: execute every lesson with papermill, grade it with nbgrader, write the report.
+"""``course run`` (``make run``): execute every lesson with papermill, grade it with nbgrader, report.
 
-Each lesson runs once: nbgrader grades the notebook papermill executed.
+Each lesson runs once: nbgrader grades the notebook papermill executed. A lesson that fails to run
+or to grade is recorded with its error; the others still run and the report is always written.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -16,10 +16,11 @@ import nbformat
 import torch
 
 from course.device import describe_device, pick_device
-from course.report import metrics_from_notebook
-from graders.editions import build_course
-from graders.grading import autograde, submit
+from graders.course_run.report import metrics_from_notebook, write_report
 from graders.lessons import BUILD, ROOT, available_lessons, solution_path
+from graders.nbgrader_adapter import NbgraderFailed, grade_id
+from graders.notebook_grading.autograde import autograde, submit
+from graders.release.editions import build_course
 
 REFERENCE_STUDENT = "reference"
 
@@ -43,9 +44,9 @@ PAPERMILL_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
 
 def _cell_label(index: int, cell) -> str:
     """``cell N [grade_id] `first line```, N counted from 1 as the lesson's author sees it."""
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-    return f"cell {index}" + (f" [{grade_id}]" if grade_id else "") + (f" `{first[:60]}`" if first else "")
+    label = f"cell {index}" + (f" [{grade_id(cell)}]" if grade_id(cell) else "")
+    return label + (f" `{first[:60]}`" if first else "")
 
 
 def check_execution(nb, lesson: str) -> None:
@@ -77,7 +78,7 @@ def execute_lesson(notebook: Path, output: Path, *, fast: bool, device: str, cel
     lesson = notebook.stem
     output.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, COURSE_FAST="1" if fast else "0", COURSE_DEVICE=device)
-    command = [sys.executable, "-m", "graders.execute", str(notebook), str(output),
+    command = [sys.executable, "-m", "graders.course_run.papermill_child", str(notebook), str(output),
                "--cell-timeout", str(cell_timeout), "--cwd", str(ROOT)]
     if not progress:
         command.append("--no-progress")
@@ -98,60 +99,35 @@ def execute_lesson(notebook: Path, output: Path, *, fast: bool, device: str, cel
     return seconds
 
 
+def run_lesson(lesson: str, course_dir: Path, out_dir: Path, **execution) -> LessonResult:
+    """Execute one lesson, grade what ran, read its metrics; a failure becomes the result's error."""
+    executed = Path(out_dir) / "executed" / f"{lesson}.ipynb"
+    result = LessonResult(lesson, 0.0)
+    try:
+        result.seconds = execute_lesson(solution_path(lesson), executed, **execution)
+        submit(course_dir, lesson, REFERENCE_STUDENT, executed)
+        score = autograde(course_dir, lesson, REFERENCE_STUDENT, execute=False)
+        result.score, result.max_score = score.score, score.max_score
+        result.metrics = metrics_from_notebook(nbformat.read(executed, 4))
+    except (LessonFailed, NbgraderFailed) as failure:
+        result.error = str(failure)
+        print(f"FAILED {failure}", file=sys.stderr, flush=True)
+    return result
+
+
 def run_course(lessons=None, *, fast: bool, device: str = "auto", out_dir: Path = BUILD,
                cell_timeout: int = 600, lesson_timeout: int = 3600, progress: bool = True) -> dict:
     """Execute and grade ``lessons``; write ``report.json`` and ``report.md`` into ``out_dir``."""
     lessons = list(lessons or available_lessons())
     device_name = describe_device(pick_device(device))
-    course_dir = Path(out_dir) / "run" / "course"
-    build_course(course_dir, "en", lessons)
+    course_dir = build_course(Path(out_dir) / "run" / "course", "en", lessons)
     results = []
     for number, lesson in enumerate(lessons, start=1):
         print(f"[{number}/{len(lessons)}] {lesson} (fast={fast}, device={device_name})", flush=True)
-        executed = Path(out_dir) / "executed" / f"{lesson}.ipynb"
-        result = LessonResult(lesson, 0.0)
-        try:
-            result.seconds = execute_lesson(
-                solution_path(lesson), executed, fast=fast, device=device,
-                cell_timeout=cell_timeout, lesson_timeout=lesson_timeout, progress=progress)
-            submit(course_dir, lesson, REFERENCE_STUDENT, executed)
-            score = autograde(course_dir, lesson, REFERENCE_STUDENT, execute=False)
-            result.score, result.max_score = score.score, score.max_score
-            result.metrics = metrics_from_notebook(nbformat.read(executed, 4))
-        except LessonFailed as failure:
-            result.error = str(failure)
-            print(f"FAILED {failure}", file=sys.stderr, flush=True)
-        results.append(result)
-    report = {
-        "device": device_name,
-        "fast": fast,
-        "torch": torch.__version__,
-        "lessons": [asdict(r) for r in results],
-    }
+        results.append(run_lesson(lesson, course_dir, out_dir, fast=fast, device=device,
+                                  cell_timeout=cell_timeout, lesson_timeout=lesson_timeout,
+                                  progress=progress))
+    report = {"device": device_name, "fast": fast, "torch": torch.__version__,
+              "lessons": [asdict(r) for r in results]}
     write_report(report, Path(out_dir))
     return report
-
-
-def format_table(report: dict) -> str:
-    """The report as a Markdown table: lesson, device, seconds, score / max."""
-    rows = ["| lesson | device | seconds | score / max | status |", "|---|---|---:|---:|---|"]
-    for lesson in report["lessons"]:
-        status = "FAILED: " + lesson["error"].replace("|", "\\|") if lesson["error"] else "ok"
-        rows.append(f"| {lesson['name']} | {report['device']} | {lesson['seconds']:.1f} | "
-                    f"{lesson['score']:g} / {lesson['max_score']:g} | {status} |")
-    return "\n".join(rows)
-
-
-def format_metrics(report: dict) -> str:
-    lines = [f"- {lesson['name']}: {name} = {value:.4g}"
-             for lesson in report["lessons"] for name, value in lesson["metrics"].items()]
-    return "\n".join(lines) or "- (none recorded)"
-
-
-def write_report(report: dict, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    mode = "FAST=1" if report["fast"] else "FAST=0"
-    markdown = (f"# Course run ({mode}, torch {report['torch']})\n\n{format_table(report)}\n\n"
-                f"## Metrics\n\n{format_metrics(report)}\n")
-    (out_dir / "report.md").write_text(markdown)

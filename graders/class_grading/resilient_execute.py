@@ -23,6 +23,8 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode, default
 
+from graders.nbgrader_settings import NOTEBOOK_TIMEOUT_S
+
 INCIDENT = "CourseGraderIncident"
 MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path on Linux, less its final NUL
 
@@ -71,7 +73,7 @@ class ResilientExecute(Execute):
     """``Execute`` with restarts around dead or stuck kernels, output caps and a notebook timeout."""
 
     max_restarts = Integer(3, help="kernel deaths or hangs survived per notebook").tag(config=True)
-    notebook_timeout = Integer(900, help="seconds for the whole notebook").tag(config=True)
+    notebook_timeout = Integer(NOTEBOOK_TIMEOUT_S, help="seconds for the whole notebook").tag(config=True)
     max_output_bytes = Integer(1_000_000, help="output kept per cell").tag(config=True)
     interrupt_grace = Integer(10, help="seconds a kernel has to obey an interrupt").tag(config=True)
     # nbgrader fails the whole submission when a cell's output is still streaming 4 s after its

@@ -4,7 +4,8 @@ import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from course.report import METADATA_KEY, metrics_from_notebook, record_metric
+from course.metrics import METADATA_KEY, record_metric
+from graders.course_run.report import metrics_from_notebook
 
 
 def test_record_metric_checks_its_input():

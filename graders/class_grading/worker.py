@@ -1,0 +1,96 @@
+"""A grading worker (``python -m graders.class_grading.worker``): one JSON job per line in, one result out.
+
+Each job grades one submission with stock nbgrader in a private course directory (a copy of the
+lesson's source and of a template gradebook), executing it through :class:`ResilientExecute` in
+the sandbox kernel. Nothing of one job is visible to the next.
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from graders import nbgrader_adapter as adapter
+from graders.class_grading.resilient_execute import INCIDENT
+
+
+def grading_config(course_dir: Path, job: dict):
+    """The course's nbgrader config, executing through the resilient, sandboxed executor."""
+    c = adapter.config(course_dir, pipeline="resilient")
+    c.ResilientExecute.timeout = job["cell_timeout"]
+    c.ResilientExecute.notebook_timeout = job["notebook_timeout"]
+    if job["sandbox"] != "off":
+        c.ResilientExecute.kernel_name = job["kernel_name"]
+        c.ResilientExecute.socket_root = job["socket_dir"]
+        c.KernelManager.transport = "ipc"
+    return c
+
+
+def _private_course(job: dict) -> Path:
+    """A course directory of this job's own: the lesson's source, a blank gradebook, the submission."""
+    lesson, sid = job["lesson"], job["student_id"]
+    course_dir = Path(job["work_dir"]) / "course"
+    if course_dir.exists():
+        shutil.rmtree(course_dir)
+    shutil.copytree(Path(job["master"]) / "source" / lesson, course_dir / "source" / lesson)
+    shutil.copyfile(job["template_db"], course_dir / "gradebook.db")
+    submitted = adapter.submission_path(course_dir, "submitted", sid, lesson)
+    submitted.parent.mkdir(parents=True)
+    shutil.copyfile(job["notebook"], submitted)
+    return course_dir
+
+
+def grade(job: dict) -> dict:
+    """Autograde one submission and generate its feedback; returns what the parent needs."""
+    start = time.perf_counter()
+    lesson, sid = job["lesson"], job["student_id"]
+    course_dir = _private_course(job)
+    api = adapter.api(course_dir, c=grading_config(course_dir, job))
+    try:
+        adapter.autograde(api, lesson, sid)
+    except adapter.NbgraderFailed as failure:
+        print(failure.log, file=sys.stderr, flush=True)  # the whole story, in the worker's log
+        raise
+    feedback = adapter.generate_feedback(api, lesson, sid)
+    cells = {name: list(pair) for name, pair in adapter.submission_scores(course_dir, lesson, sid).items()}
+    autograded = adapter.submission_path(course_dir, "autograded", sid, lesson)
+    incidents = [o["evalue"] for c in json.loads(autograded.read_text())["cells"]
+                 for o in c.get("outputs", []) if o.get("ename") == INCIDENT]
+    return {"cells": cells, "incidents": sorted(set(incidents)), "autograded": str(autograded),
+            "feedback": str(feedback), "seconds": time.perf_counter() - start}
+
+
+RESULT = "@@course-result "
+
+
+def _reap_children() -> None:
+    """Collect exited kernel launchers, so a worker grading hundreds of notebooks leaves no zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main() -> int:
+    for line in sys.stdin:
+        job = json.loads(line)
+        os.environ["JUPYTER_PATH"] = job["jupyter_path"]
+        try:
+            reply = {"job": job["job"], "ok": True, **grade(job)}
+        except Exception:  # reported to the parent, which records the submission as failed
+            reply = {"job": job["job"], "ok": False, "error": traceback.format_exc(limit=5)}
+        _reap_children()
+        # Libraries may print too: the parent reads only lines that carry this prefix.
+        sys.stdout.write(RESULT + json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

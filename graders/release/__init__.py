@@ -1,0 +1,1 @@
+"""Releasing the course: bilingual sources split into student editions, nbgrader course directories."""

@@ -1,0 +1,50 @@
+"""Reading the lessons' sources and editions, and editing their cells, for the tests."""
+
+import copy
+
+import nbformat
+
+from graders.lessons import available_lessons, edition_path, solution_path
+from graders.nbgrader_adapter import grade_id, is_solution_cell
+from graders.release.editions import filter_language
+
+LESSONS = available_lessons()
+
+
+def read_source(lesson: str, language: str = "en"):
+    return filter_language(nbformat.read(solution_path(lesson), 4), language)
+
+
+def read_edition(lesson: str, language: str):
+    return nbformat.read(edition_path(lesson, language), 4)
+
+
+def solution_cells(nb) -> list[str]:
+    return [grade_id(c) for c in nb.cells if is_solution_cell(c)]
+
+
+def cell_source(nb, cell_id: str) -> str:
+    """The source of the cell whose grade id is ``cell_id``."""
+    return next(c.source for c in nb.cells if grade_id(c) == cell_id)
+
+
+def replace_cell(nb, cell_id: str, source: str):
+    """A copy of ``nb`` with the cell ``cell_id`` given a new source."""
+    changed = copy.deepcopy(nb)
+    for cell in changed.cells:
+        if grade_id(cell) == cell_id:
+            cell.source = source
+            return changed
+    raise KeyError(cell_id)
+
+
+def without_cell(nb, cell_id: str):
+    """A copy of ``nb`` without the cell ``cell_id``."""
+    changed = copy.deepcopy(nb)
+    changed.cells = [c for c in changed.cells if grade_id(c) != cell_id]
+    return changed
+
+
+def write(nb, path):
+    nbformat.write(nb, path)
+    return path
