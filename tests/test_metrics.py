@@ -8,9 +8,18 @@ from course.metrics import METADATA_KEY, record_metric
 from graders.course_run.report import metrics_from_notebook
 
 
+def test_record_metric_shows_the_value_and_tags_it_for_the_report(monkeypatch):
+    shown = []
+    monkeypatch.setattr("course.metrics.display", lambda *args, **kwargs: shown.append((args, kwargs)))
+    record_metric("accuracy", 91.25, unit="%")
+    ((data,), options), = shown
+    assert data == {"text/plain": "accuracy = 91.25 %"}
+    assert options == {"raw": True, "metadata": {METADATA_KEY: {"name": "accuracy", "value": 91.25,
+                                                                "unit": "%"}}}
+
+
 def test_record_metric_checks_its_input():
     InteractiveShell.instance()
-    record_metric("accuracy", 0.912, unit="%")
     with pytest.raises(ValueError, match="identifier"):
         record_metric("test accuracy", 1.0)
     with pytest.raises(TypeError, match="real number"):
