@@ -10,6 +10,7 @@ from lesson_files import LESSONS, read_edition
 
 from course.settings import LANGUAGES
 from graders.lessons import edition_path, solution_path
+from graders.notebook_grading.feedback import hidden_lines
 from graders.release.editions import EditionError, build_course, cell_language, filter_language, release
 
 EDITION_CASES = [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES]
@@ -40,21 +41,8 @@ def test_editions_hold_no_solution_and_no_hidden_test(lesson, lang):
         assert marker not in text
     source = nbformat.read(solution_path(lesson), 4)
     edition_lines = {line.strip() for c in read_edition(lesson, lang).cells for line in c.source.splitlines()}
-    leaked = _hidden_only_lines(source) & edition_lines
+    leaked = hidden_lines(source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS") & edition_lines
     assert not leaked, f"hidden test lines in the edition: {sorted(leaked)[:3]}"
-
-
-def _hidden_only_lines(source) -> set[str]:
-    """Lines of hidden tests that appear nowhere outside a hidden block (so their presence leaks)."""
-    hidden, visible = set(), set()
-    for cell in source.cells:
-        inside = False
-        for line in cell.source.splitlines():
-            if "BEGIN HIDDEN TESTS" in line or "END HIDDEN TESTS" in line:
-                inside = "BEGIN" in line
-                continue
-            (hidden if inside else visible).add(line.strip())
-    return {line for line in hidden - visible if len(line) > 20}
 
 
 @pytest.mark.parametrize(("lesson", "lang"), EDITION_CASES)

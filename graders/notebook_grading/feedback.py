@@ -1,9 +1,13 @@
-"""Feedback without hidden tests: neither their source nor what their failure printed.
+"""Feedback without hidden tests: neither their source, nor what their failure printed, nor any
+output line that repeats them.
 
 nbgrader puts hidden tests back before grading and, by design, shows them in feedback
 (jupyter/nbgrader#917). This preprocessor runs in ``GenerateFeedback`` after the grades are read.
+The kernel's guard already removes hooks that could print a cell's source; redacting every output
+line that reproduces a hidden test is the defence in depth behind it.
 """
 
+import html
 import re
 
 from nbformat.v4 import new_output
@@ -17,6 +21,10 @@ HIDDEN_FAILED = {
     "en": "A hidden test failed: try your function on other inputs (other shapes, edge "
     "values, other dtypes). Its inputs are not shown.",
 }
+REDACTED = {"es": "[línea de una prueba oculta retirada]", "en": "[line of a hidden test removed]"}
+# Shorter lines (``)``, ``else:``) say nothing about a test and appear everywhere.
+MIN_SECRET_LENGTH = 12
+_TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/javascript")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CELL_LINE = re.compile(r"(?:Cell In\s*\[\d*\]|<ipython-input-[^>]*>), line (\d+)")
 
@@ -37,12 +45,54 @@ def _failing_line(output) -> int | None:
     return None
 
 
+def hidden_lines(nb, begin: str, end: str) -> set[str]:
+    """The lines of hidden tests that appear nowhere else in the notebook's code, stripped."""
+    hidden, visible = set(), set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        inside = False
+        for line in cell.source.split("\n"):
+            if begin in line or end in line:
+                inside = begin in line
+                continue
+            (hidden if inside else visible).add(line.strip())
+    return {line for line in hidden - visible if len(line) >= MIN_SECRET_LENGTH}
+
+
+def redact(text: str, secrets: set[str], notice: str) -> str:
+    """``text`` with every line that contains a secret line (plain or HTML-escaped) replaced."""
+    needles = secrets | {html.escape(secret) for secret in secrets}
+    lines = text.splitlines(keepends=True)
+    return "".join(notice + line[len(line.rstrip("\r\n")):] if any(n in _ANSI.sub("", line) for n in needles)
+                   else line for line in lines)
+
+
 class HideHiddenTests(ClearHiddenTests):
-    """Remove hidden-test source, and replace the error of a failed hidden test by a notice."""
+    """Remove hidden-test source, replace the error of a failed hidden test by a notice, and
+    redact every output line, in any cell, that reproduces a line of a hidden test."""
 
     def preprocess(self, nb, resources):
         self._language = edition_language(nb)
-        return super().preprocess(nb, resources)
+        self._secrets = hidden_lines(nb, self.begin_test_delimeter, self.end_test_delimeter)
+        nb, resources = super().preprocess(nb, resources)
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                self._redact_output(output)
+        return nb, resources
+
+    def _redact_output(self, output) -> None:
+        if not self._secrets:
+            return
+        notice = REDACTED[self._language]
+        if "text" in output:
+            output.text = redact(output.text, self._secrets, notice)
+        for mime in _TEXT_MIMES:
+            if isinstance(output.get("data", {}).get(mime), str):
+                output.data[mime] = redact(output.data[mime], self._secrets, notice)
+        if output.get("output_type") == "error":
+            output.evalue = redact(output.evalue, self._secrets, notice)
+            output.traceback = [redact(line, self._secrets, notice) for line in output.traceback]
 
     def preprocess_cell(self, cell, resources, cell_index):
         hidden_from = None
