@@ -131,6 +131,30 @@ ANSWERS = {k: Anything() for k in ["view_copies", "from_numpy_shares", "int_plus
                                    "sum_dim0_shape", "broadcast_copies", "mixed_devices_ok"]}
 '''
 
+# One line each, the kind the kernel's guard must undo before the next cell (issue 13).
+HOOKS = {
+    "input transformer": "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])",
+    "AST transformer": ("import ast\nclass Empty(ast.NodeTransformer):\n"
+                        "    def visit_Module(self, node):\n        node.body = []\n        return node\n"
+                        "get_ipython().ast_transformers.append(Empty())"),
+    "pre_run_cell printer": ("get_ipython().events.register('pre_run_cell', "
+                             "lambda info: print(info.raw_cell))"),
+    "post_run_cell printer": ("get_ipython().events.register('post_run_cell', "
+                              "lambda result: print(result.info.raw_cell))"),
+    "custom exception handler": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
+    "replaced sys.displayhook": "import sys\nsys.displayhook = lambda value: None",
+}
+TO_UNIT_FLOAT = "def to_unit_float(images):\n    return images.float() / 255"
+
+
+def _hooked(hook: str, answered: bool):
+    def make(ctx):
+        if answered:
+            return replace_cell(solved(), "to_unit_float", f"{hook}\n{TO_UNIT_FLOAT}")
+        return replace_cell(read_edition(LESSON, "en"), "to_unit_float", hook)
+    return make
+
+
 CASES = [
     Case("correct"),
     Case("blank", make=lambda ctx: read_edition(LESSON, "es"), total=0),
@@ -192,6 +216,8 @@ CASES = [
     Case("NaN returned", {"test_normalize_rows": 0}, make=_with(
         "normalize_rows", "def normalize_rows(counts):\n"
         "    return counts / counts.sum(dim=1, keepdim=True) * float('nan')")),
+    *(Case(f"{name}, blank", total=0, make=_hooked(hook, answered=False)) for name, hook in HOOKS.items()),
+    *(Case(f"{name}, answered", make=_hooked(hook, answered=True)) for name, hook in HOOKS.items()),
 ]
 
 

@@ -9,14 +9,17 @@ import sys
 import tempfile
 import threading
 import zipfile
+from html import escape
 from pathlib import Path
 
 import nbformat
 import pytest
-from hostile import CASES, FULL, LESSON, solved, write_class
+from hostile import CASES, FULL, LESSON, TO_UNIT_FLOAT, solved, write_class
+from lesson_files import replace_cell
 
-from graders.class_grading.classroom import Options, grade_class
-from graders.lessons import ROOT
+from graders.class_grading.classroom import Classroom, Options, grade_class
+from graders.lessons import ROOT, solution_path
+from graders.notebook_grading.feedback import hidden_lines
 
 # The class grader runs its own parallel workers: `make test` runs these tests after the others,
 # in one process, so that they neither share the cores with notebook tests nor grade a class twice.
@@ -95,9 +98,13 @@ def test_grades_csv_lists_every_student(hostile_class):
 
 def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
     feedback = hostile_class["out"] / "feedback"
+    secrets = hidden_lines(nbformat.read(solution_path(LESSON), 4), "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+    assert secrets
     for row in hostile_class["rows"].values():
         html = (feedback / f"{row.student_id}.html").read_text()
         assert "BEGIN HIDDEN TESTS" not in html and "torch.cdist(a, b)" not in html
+        leaked = [line for line in secrets if line in html or escape(line) in html]
+        assert not leaked, f"{row.student}: hidden test lines in the feedback: {leaked[:2]}"
     blank = (feedback / f"{hostile_class['rows']['blank'].student_id}.html").read_text()
     assert "ESCRIBE TU CÓDIGO AQUÍ" in blank  # the Spanish edition's own feedback
 
@@ -183,3 +190,47 @@ def test_without_root_a_user_namespace_still_isolates(tmp_path, monkeypatch):
     rows, _ = grade_class(Options(LESSON, submissions, tmp_path / "out", workers=1, progress=False))
     assert rows[0].total == 11 and rows[0].status == "graded", rows[0].reason
     assert not any(os.path.exists(path) for path in written)
+
+
+HOGS = {
+    "processes": ("import subprocess\nheld = []\ntry:\n    for _ in range(2000):\n"
+                  "        held.append(subprocess.Popen(['sleep', '120']))\nexcept OSError:\n    pass\n"),
+    "threads": ("import threading\nheld = []\ntry:\n    for _ in range(5000):\n"
+                "        held.append(threading.Thread(target=time.sleep, args=(120,), daemon=True))\n"
+                "        held[-1].start()\nexcept RuntimeError:\n    pass\n"),
+}
+
+
+def test_a_submission_that_exhausts_processes_or_threads_costs_its_neighbours_nothing(tmp_path):
+    """Each hog holds every process (or thread) its user may have while an honest submission is
+    graded beside it; the honest ones get full marks, first time."""
+    submissions = _small_class(tmp_path / "in", ["Ana", "Cy", "Eve"])
+    for name, hog in (("Bea hogs processes", HOGS["processes"]), ("Dan hogs threads", HOGS["threads"])):
+        code = f"import time\n{hog}time.sleep(25)\n{TO_UNIT_FLOAT}"
+        nbformat.write(replace_cell(solved(), "to_unit_float", code), submissions / f"{name}.ipynb")
+    rows, _ = grade_class(Options(LESSON, submissions, tmp_path / "out", workers=2, cell_timeout=90,
+                                  progress=False))
+    by_name = {row.student: row for row in rows}
+    for name in ("Ana", "Cy", "Eve"):
+        assert (by_name[name].status, by_name[name].total) == ("graded", 11), by_name[name].reason
+    for name in ("Bea hogs processes", "Dan hogs threads"):
+        assert by_name[name].status in ("graded", "partial"), by_name[name].reason
+
+
+def test_a_grader_fault_is_logged_in_full_named_in_one_line_and_graded_next_run(tmp_path):
+    """The template gradebook every job copies is broken after preparation: a fault of the grader."""
+    submissions = _small_class(tmp_path / "in", ["Ana"])
+    options = Options(LESSON, submissions, tmp_path / "out", workers=1, progress=False)
+    room = Classroom(options)
+    found = room.prepare()
+    room.template_db.write_bytes(b"not a database")
+    room.grade(room.to_grade(found), len(found))
+    (row,) = room.rows(found)
+    assert row.status == "failed"
+    assert row.reason.startswith("grader error: nbgrader autograde failed for ") and "\n" not in row.reason
+    assert "not a database" in row.reason and "Please see the" not in row.reason
+    log = (options.out_dir / "logs" / f"{row.student_id}.log").read_text()
+    assert "Traceback (most recent call last)" in log and "nbgrader's log:" in log
+    rows, csv_path = grade_class(options)
+    assert (rows[0].status, rows[0].total) == ("graded", 11)
+    assert csv_path.read_text().count("grader error") == 0

@@ -74,3 +74,16 @@ def test_a_socket_folder_too_deep_for_unix_sockets_is_refused_with_the_fix(tmp_p
     deep.mkdir()
     with pytest.raises(ValueError, match="TMPDIR"):
         ResilientExecute(kernel_name="python3", socket_root=str(deep)).create_kernel_manager()
+
+
+def test_a_kernel_that_breaks_the_message_protocol_is_an_incident_of_its_cell():
+    """A cell that changes the key the kernel signs its messages with: every later message fails
+    the grader's signature check. That cell becomes an incident and the rest still runs."""
+    nb = new_notebook(cells=[new_code_cell("print('before')"),
+                             new_code_cell("get_ipython().kernel.session.key = b'forged'"),
+                             new_code_cell("print('after')")])
+    nb, _ = ResilientExecute(timeout=20, interrupt_grace=5).preprocess(nb, {"metadata": {"path": "."}})
+    before, forged, after = (cell.outputs for cell in nb.cells)
+    assert before[0]["text"] == "before\n" and after[0]["text"] == "after\n"
+    assert forged[0]["ename"] == resilient_execute.INCIDENT
+    assert "cell 2 broke the kernel" in forged[0]["evalue"] and "Invalid Signature" in forged[0]["evalue"]

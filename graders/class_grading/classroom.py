@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ class Options:
     cell_timeout: int = CELL_TIMEOUT_S
     notebook_timeout: int = NOTEBOOK_TIMEOUT_S
     progress: bool = True
+    scheduler: str | None = None  # a Dask scheduler's address: grade on its workers (dask_pool.py)
 
 
 class Progress:
@@ -111,8 +113,14 @@ class Classroom:
         sockets = _socket_root()
         jobs = [self._job(number, submission, sockets) for number, submission in enumerate(todo)]
         progress = Progress(len(todo), total, sum(self.grade_cells.values()), self.o.progress)
-        pool = WorkerPool(min(self.o.workers, len(todo)), log_dir,
-                          self.o.notebook_timeout + WORKER_GRACE_S)
+        if self.o.scheduler:
+            from graders.class_grading.dask_pool import DaskPool  # distributed is imported only here
+
+            pool = DaskPool(self.o.scheduler, log_dir, self.o.notebook_timeout + WORKER_GRACE_S,
+                            sandbox=self.o.sandbox)
+        else:
+            pool = WorkerPool(min(self.o.workers, len(todo)), log_dir,
+                              self.o.notebook_timeout + WORKER_GRACE_S)
         try:
             for outcome in pool.run(jobs):
                 row = self._record_outcome(todo[outcome.job["job"]], outcome)
@@ -137,6 +145,8 @@ class Classroom:
                 "jupyter_path": str((self.scratch / "jupyter").resolve())}
 
     def _record_outcome(self, submission: Submission, outcome: Outcome) -> Row:
+        if outcome.detail:
+            self._log_fault(submission, outcome.reason, outcome.detail)
         if outcome.reply is None:
             row = self._row(submission, outcome.status, outcome.reason)
             self.record(submission, row)
@@ -145,6 +155,7 @@ class Classroom:
             _validate_reply(outcome.reply, self.grade_cells)
         except Exception as error:  # one broken submission never stops the class
             row = self._row(submission, "failed", f"grader error: {str(error).strip().splitlines()[-1]}")
+            self._log_fault(submission, row.reason, traceback.format_exc())
             self.record(submission, row)
             return row
         incidents = outcome.reply.get("incidents", [])
@@ -155,6 +166,14 @@ class Classroom:
         self.record(submission, row, Path(outcome.reply["autograded"]),
                     feedback.read_text() if feedback.exists() else None)
         return row
+
+    def _log_fault(self, submission: Submission, reason: str, detail: str) -> None:
+        """A grader fault's whole story in ``logs/<student_id>.log`` (the CSV has one line)."""
+        log = self.out / "logs" / f"{submission.student_id}.log"
+        log.parent.mkdir(exist_ok=True)
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {submission.student}: {reason}\n"
+                         f"{detail}\n")
 
     def _row(self, submission: Submission, status: str, reason: str, cells=None) -> Row:
         return Row(submission.student, submission.student_id, self.digests[submission.student_id],
@@ -222,6 +241,9 @@ def grade_class(options: Options) -> tuple[list[Row], Path]:
     submissions = room.prepare()
     room.grade(room.to_grade(submissions), len(submissions))
     rows = room.rows(submissions)
+    platform_ids = {s.student_id: s.platform_id for s in submissions}
+    for row in rows:
+        row.platform_id = platform_ids[row.student_id]
     return rows, write_csv(rows, room.grade_cells, room.out / "grades.csv")
 
 

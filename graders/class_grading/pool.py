@@ -20,12 +20,14 @@ from graders.lessons import ROOT
 
 @dataclass
 class Outcome:
-    """What became of one job: the worker's ``reply``, or a ``status`` and ``reason`` without one."""
+    """What became of one job: the worker's ``reply``, or a ``status`` and one-line ``reason``
+    without one (and, for a grader fault, the whole story in ``detail``)."""
 
     job: dict
     reply: dict | None = None
     status: str = ""
     reason: str = ""
+    detail: str = ""
 
 
 class WorkerProcess:
@@ -101,23 +103,26 @@ class WorkerPool:
         self.workers[index] = self._spawn()
 
     def _hand_out(self, queue: list) -> None:
-        for worker in self.workers:
+        # The slot names the sandbox user: one per worker, so per-user limits hold per kernel.
+        for slot, worker in enumerate(self.workers):
             if worker.job is None and queue:
-                worker.send(queue.pop(0), self.job_timeout)
+                worker.send({**queue.pop(0), "slot": slot}, self.job_timeout)
 
     def _receive(self, worker: WorkerProcess) -> Outcome | None:
         line = worker.process.stdout.readline()
         if not line:  # the worker died, perhaps under a job
             job = worker.take_job()
             self._replace(self.workers.index(worker))
-            return job and Outcome(job, status="failed", reason="grader error: the grading worker died")
+            return job and Outcome(job, status="failed", reason="grader error: the grading worker died",
+                                   detail=f"worker process exited with code {worker.process.wait()}; "
+                                          f"see {worker.log.name}")
         if not line.startswith(RESULT):  # libraries print too
             return None
         reply = json.loads(line[len(RESULT):])
         job = worker.take_job()
         if not reply["ok"]:
-            return Outcome(job, status="failed",
-                           reason=f"grader error: {reply['error'].strip().splitlines()[-1]}")
+            return Outcome(job, status="failed", reason=f"grader error: {reply['cause']}",
+                           detail=reply["error"])
         return Outcome(job, reply=reply)
 
     def _replace_dead_or_stuck(self):

@@ -1,8 +1,10 @@
 """nbgrader's Execute step, made to survive what student code does to a kernel.
 
-- A cell that kills the kernel (``os._exit``, a segfault, running out of memory) or hangs it past
-  its timeout (a loop that swallows ``KeyboardInterrupt``) is replaced by an error that says so,
-  and the notebook runs again from a fresh kernel: only what depends on that cell loses points.
+- A cell during which the kernel stops serving, in any way (it dies: ``os._exit``, a segfault, out
+  of memory; it hangs past its timeout and ignores the interrupt; it cannot start threads, breaks
+  the message protocol or answers garbage), is an incident: that cell is replaced by an error that
+  says so, and the notebook runs again from a fresh kernel, so only what depends on that cell
+  loses points. What fails outside any cell (a kernel that cannot start at all) is a grader fault.
 - Output is capped while it streams, per cell, so printing a gigabyte cannot exhaust the grader.
 - A notebook that runs past its total time gets an error in every cell it did not reach.
 - A kernel that fails to start is started again, a few times, before the submission is given up.
@@ -132,9 +134,10 @@ class ResilientExecute(Execute):
             except NotebookTimeout:
                 reason = f"not run: the notebook ran past its {self.notebook_timeout} s"
                 return self._finish_unrun(attempt, incidents, reason), resources
-            except Exception as error:  # a dead or stuck kernel; anything else is re-raised
-                if self._running is None or not self._is_kernel_failure(error):
+            except Exception as error:  # raised while a cell ran: the kernel broke under it
+                if self._running is None:
                     raise
+                self.log.warning("cell %d: the kernel stopped serving", self._running + 1, exc_info=True)
                 incidents[self._running] = self._explain(error, self._running)
                 if len(incidents) > self.max_restarts:
                     reason = f"not run: the kernel failed {len(incidents)} times"
@@ -179,18 +182,17 @@ class ResilientExecute(Execute):
                 return True
         return False
 
-    @staticmethod
-    def _is_kernel_failure(error) -> bool:
+    def _explain(self, error, index) -> str:
         from nbclient.exceptions import DeadKernelError
 
-        return isinstance(error, (DeadKernelError, KernelStuck))
-
-    def _explain(self, error, index) -> str:
+        again = "it was skipped and the notebook was run again without it"
         if isinstance(error, KernelStuck):
             return (f"cell {index + 1} did not stop: it ran past {self.timeout} s and then ignored "
-                    "the interrupt; it was skipped and the notebook was run again without it")
-        return (f"cell {index + 1} killed the kernel (os._exit, a crash or too much memory); it was "
-                "skipped and the notebook was run again without it")
+                    f"the interrupt; {again}")
+        if isinstance(error, DeadKernelError):
+            return f"cell {index + 1} killed the kernel (os._exit, a crash or too much memory); {again}"
+        cause = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:120]}"
+        return f"cell {index + 1} broke the kernel, which stopped serving ({cause.rstrip(': ')}); {again}"
 
     @staticmethod
     def _mark_incidents(nb, incidents):

@@ -1,7 +1,10 @@
 """Run a student's kernel in a sandbox (bubblewrap), and say plainly which protections are active.
 
-As root, the kernel runs as ``nobody`` (uid 65534) after bubblewrap has built its view of the
-filesystem; without root it runs as the invoking user inside a user namespace. In both modes it has
+As root, the kernel runs as an unprivileged user of its own worker slot (uid 65000 + slot, a user
+no account holds) after bubblewrap has built its view of the filesystem: limits that the kernel
+counts per user (processes and threads) then hold for each kernel on its own, so one submission
+that exhausts them cannot starve the kernel graded beside it. Without root it runs as the invoking
+user inside a user namespace, where those per-user limits are shared by every kernel. In both modes it has
 its own network namespace (no network), its own pid namespace, a filesystem made of read-only
 binds (the system, the interpreter, the course's helper packages) plus a private, size-limited
 home, and resource limits on memory, processes, file size and CPU time. ``solutions/``, the
@@ -22,7 +25,10 @@ from pathlib import Path
 from graders.kernel_startup import STARTUP
 
 KERNEL_NAME = "course-sandbox"
-NOBODY = 65534
+# Unprivileged uids, one per worker slot: Debian reserves 65000-65533 and gives them to no one.
+FIRST_UID = 65000
+MAX_SLOTS = 500
+SLOT_ENV = "COURSE_SANDBOX_SLOT"
 GIB = 1024**3
 POLICY_ENV = "COURSE_SANDBOX_POLICY"
 
@@ -59,8 +65,10 @@ class Policy:
         if self.mode == "none":
             return ["NO SANDBOX: bubblewrap is missing; student code runs with your rights "
                     f"(memory limit {self.limits.memory_bytes // GIB} GiB still applies)"]
-        who = ("unprivileged user nobody (uid 65534)" if self.mode == "root"
-               else "your own user inside a user namespace (no root to switch users)")
+        who = (f"an unprivileged user of its own per worker (uid {FIRST_UID} + worker slot)"
+               if self.mode == "root" else
+               "your own user inside a user namespace (no root to switch users: the process "
+               "limit is shared by all kernels)")
         return [
             f"runs as {who}",
             "no network (own network namespace)",
@@ -96,7 +104,23 @@ def _parents(path: Path) -> list[Path]:
     return [p for p in reversed(path.parents) if str(p) != "/"]
 
 
-def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str]) -> list[str]:
+def slot_uid(slot: int) -> int:
+    """The sandbox user of a worker slot; refuses a uid that belongs to an account here."""
+    import pwd
+
+    if not 0 <= slot < MAX_SLOTS:
+        raise ValueError(f"worker slot {slot} is outside 0..{MAX_SLOTS - 1}")
+    uid = FIRST_UID + slot
+    try:
+        account = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return uid
+    raise RuntimeError(f"uid {uid} belongs to the account {account!r}: the sandbox needs uids "
+                       f"{FIRST_UID}-{FIRST_UID + MAX_SLOTS - 1} unused; remove that account or use "
+                       "fewer workers")
+
+
+def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str], uid: int | None = None) -> list[str]:
     """The bubblewrap command line that runs ``argv`` inside the sandbox."""
     home = Path("/home/student")
     command = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
@@ -132,7 +156,7 @@ def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str]) -> list[str
         if name in os.environ:
             command += ["--setenv", name, os.environ[name]]
     if policy.mode == "root":
-        command += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+        command += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                     "--no-new-privs"]
     return command + argv
 
@@ -172,11 +196,12 @@ def launch(connection_file: str) -> None:
     raw = json.loads(os.environ[POLICY_ENV])
     policy = Policy(raw["mode"], Limits(**raw["limits"]))
     socket_dir = Path(connection_file).resolve().parent
-    if policy.mode == "root":
-        os.chown(socket_dir, NOBODY, NOBODY)
-        os.chown(connection_file, NOBODY, NOBODY)
+    uid = slot_uid(int(os.environ.get(SLOT_ENV, "0"))) if policy.mode == "root" else None
+    if uid is not None:
+        os.chown(socket_dir, uid, uid)
+        os.chown(connection_file, uid, uid)
     argv = kernel_argv(connection_file)
-    command = argv if policy.mode == "none" else bwrap_command(policy, socket_dir, argv)
+    command = argv if policy.mode == "none" else bwrap_command(policy, socket_dir, argv, uid)
     _apply_limits(policy.limits)
     os.execvp(command[0], command)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from graders import nbgrader_adapter as adapter
 from graders.class_grading.resilient_execute import INCIDENT
+from graders.class_grading.sandbox import SLOT_ENV
 
 
 def grading_config(course_dir: Path, job: dict):
@@ -49,11 +50,7 @@ def grade(job: dict) -> dict:
     lesson, sid = job["lesson"], job["student_id"]
     course_dir = _private_course(job)
     api = adapter.api(course_dir, c=grading_config(course_dir, job))
-    try:
-        adapter.autograde(api, lesson, sid)
-    except adapter.NbgraderFailed as failure:
-        print(failure.log, file=sys.stderr, flush=True)  # the whole story, in the worker's log
-        raise
+    adapter.autograde(api, lesson, sid)
     feedback = adapter.generate_feedback(api, lesson, sid)
     cells = {name: list(pair) for name, pair in adapter.submission_scores(course_dir, lesson, sid).items()}
     autograded = adapter.submission_path(course_dir, "autograded", sid, lesson)
@@ -77,14 +74,26 @@ def _reap_children() -> None:
             return
 
 
+def fault_report(error: Exception) -> dict:
+    """A grader fault as the parent records it: one line for the CSV, the whole story for logs/."""
+    story = traceback.format_exc()
+    if isinstance(error, adapter.NbgraderFailed):
+        cause = str(error)
+        story += f"\nnbgrader's log:\n{error.log}"
+    else:
+        cause = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}".rstrip(": ")
+    return {"ok": False, "cause": cause, "error": story}
+
+
 def main() -> int:
     for line in sys.stdin:
         job = json.loads(line)
         os.environ["JUPYTER_PATH"] = job["jupyter_path"]
+        os.environ[SLOT_ENV] = str(job.get("slot", 0))
         try:
             reply = {"job": job["job"], "ok": True, **grade(job)}
-        except Exception:  # reported to the parent, which records the submission as failed
-            reply = {"job": job["job"], "ok": False, "error": traceback.format_exc(limit=5)}
+        except Exception as error:  # reported to the parent, which records the submission as failed
+            reply = {"job": job["job"], **fault_report(error)}
         _reap_children()
         # Libraries may print too: the parent reads only lines that carry this prefix.
         sys.stdout.write(RESULT + json.dumps(reply) + "\n")
