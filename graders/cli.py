@@ -41,24 +41,61 @@ def _grade(args) -> int:
 
     options = Options(args.lesson, Path(args.submissions), args.out_dir or default_out_dir(args.lesson),
                       workers=args.workers, sandbox=args.sandbox, cell_timeout=args.cell_timeout,
-                      notebook_timeout=args.notebook_timeout)
-    print(f"Grading {args.lesson} from {options.submissions} with {options.workers} workers.")
-    print("Protections: " + "; ".join(Classroom(options).policy.protections()))
+                      notebook_timeout=args.notebook_timeout, scheduler=args.scheduler)
     try:
+        if args.scheduler:
+            from graders.class_grading.dask_pool import DaskUnavailable, describe_cluster
+
+            print(f"Grading {args.lesson} from {options.submissions} on the Dask cluster at "
+                  f"{args.scheduler}; its workers:")
+            try:
+                print("\n".join(f"  {line}" for line in describe_cluster(args.scheduler, args.sandbox)))
+            except DaskUnavailable as error:
+                print(f"error: {error}", file=sys.stderr)
+                return 2
+        else:
+            print(f"Grading {args.lesson} from {options.submissions} with {options.workers} workers.")
+            print("Protections: " + "; ".join(Classroom(options).policy.protections()))
         rows, csv_path = grade_class(options)
     except SubmissionsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    table, picture = summary(rows, grade_cells(Path(options.out_dir) / "course", options.lesson),
-                             Path(options.out_dir))
+    out = Path(options.out_dir)
+    cells = grade_cells(out / "course", options.lesson)
+    reports, flagged = _after_grading(args, out, rows, cells)
+    table, picture = summary(rows, cells, out, flagged=flagged)
     print()
     print(table)
     print(f"\nResults in {options.out_dir}")
     print(f"Grades CSV: {csv_path}")
-    print(f"Feedback:   {Path(options.out_dir) / 'feedback'}/<student_id>.html")
-    print(f"Gradebook:  {Path(options.out_dir) / 'course' / 'gradebook.db'} (nbgrader formgrader/export)")
+    print(f"Feedback:   {out / 'feedback'}/<student_id>.html")
+    print(f"Gradebook:  {out / 'course' / 'gradebook.db'} (nbgrader formgrader/export)")
     print(f"Scores:     {picture}")
+    print("\n".join(reports))
     return 0
+
+
+def _after_grading(args, out: Path, rows, cells) -> tuple[list[str], list]:
+    """Item analysis, similarity and the platform exports; returns their lines and the flagged items."""
+    from graders.class_grading import item_analysis, lms_export, similarity
+
+    analysis = item_analysis.analyse(out / "course", args.lesson, rows, cells)
+    paths = item_analysis.write_report(analysis, out)
+    threshold = args.similarity_threshold
+    similar = similarity.analyse(out / "course", args.lesson, rows,
+                                 similarity.DEFAULT_THRESHOLD if threshold is None else threshold)
+    lines = [f"Items:      {paths['html']} (what the class got wrong; also .csv and .png)",
+             f"Similarity: {similarity.write_html(similar, out / 'similarity.html')} "
+             f"({len(similar.pairs)} pair(s) above {similar.threshold:.0%}: leads for a human, not verdicts)"]
+    for platform in args.export or ():
+        export = lms_export.export(rows, cells, args.lesson, platform, out, language=args.lms_language,
+                                   assignment=args.lms_assignment)
+        lines.append(f"Export:     {export.path} ({export.exported} students for {platform})")
+        if export.unmatched:
+            lines.append(f"            NOT in it, {len(export.unmatched)}: "
+                         + ", ".join(row.student for row in export.unmatched)
+                         + f" (see {export.unmatched_path})")
+    return lines, analysis.flagged
 
 
 def _check(args) -> int:
@@ -79,6 +116,13 @@ def _data(args) -> int:
         return 1
     print(f"FashionMNIST ready in {root / 'FashionMNIST' / 'raw'}")
     return 0
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a share between 0 and 1")
+    return value
 
 
 def main(argv=None) -> int:
@@ -106,6 +150,16 @@ def main(argv=None) -> int:
     grade.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help="seconds per cell")
     grade.add_argument("--notebook-timeout", type=int, default=NOTEBOOK_TIMEOUT_S,
                        help="seconds per notebook")
+    grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="grade on the workers of this Dask scheduler (tcp://HOST:8786)")
+    grade.add_argument("--export", action="append", choices=["moodle", "canvas", "csv"],
+                       help="also write the grades as this platform imports them (repeatable)")
+    grade.add_argument("--lms-language", choices=["en", "es"], default="en",
+                       help="the language of your Moodle interface (its import reads column names)")
+    grade.add_argument("--lms-assignment", default=None,
+                       help="the Canvas assignment's column name (default: the lesson)")
+    grade.add_argument("--similarity-threshold", type=_share, default=None,
+                       help="list pairs sharing more than this share of their code (default 0.5)")
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="run a notebook's visible checks and report them")

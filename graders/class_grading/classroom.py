@@ -241,9 +241,10 @@ def grade_class(options: Options) -> tuple[list[Row], Path]:
     submissions = room.prepare()
     room.grade(room.to_grade(submissions), len(submissions))
     rows = room.rows(submissions)
-    platform_ids = {s.student_id: s.platform_id for s in submissions}
+    platforms = {s.student_id: s for s in submissions}
     for row in rows:
-        row.platform_id = platform_ids[row.student_id]
+        row.platform_id, row.platform = (platforms[row.student_id].platform_id,
+                                         platforms[row.student_id].platform)
     return rows, write_csv(rows, room.grade_cells, room.out / "grades.csv")
 
 

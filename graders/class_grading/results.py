@@ -22,6 +22,8 @@ class Row:
     status: str
     reason: str = ""
     cells: dict = field(default_factory=dict)
+    platform_id: str = ""  # the learning platform's id of the student (see submissions.py)
+    platform: str = ""  # the platform that id comes from
 
     @property
     def total(self) -> float:
@@ -41,8 +43,12 @@ def write_csv(rows: list[Row], grade_cells: dict, path: Path) -> Path:
     return path
 
 
-def summary(rows: list[Row], grade_cells: dict, out_dir: Path) -> tuple[str, Path]:
-    """A table of counts and scores, and the score distribution drawn into ``scores.png``."""
+def summary(rows: list[Row], grade_cells: dict, out_dir: Path, flagged=()) -> tuple[str, Path]:
+    """A table of counts and scores, and the score distribution drawn into ``scores.png``.
+
+    ``flagged``: the exercises whose visible checks too many students passed while failing the
+    hidden tests (:class:`graders.class_grading.item_analysis.Item`); each adds a line.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,6 +63,9 @@ def summary(rows: list[Row], grade_cells: dict, out_dir: Path) -> tuple[str, Pat
              "|---:|---:|---:|---:|---:|" + "---:|" * len(by_status),
              f"| {len(rows)} | {mean:.2f} / {maximum:g} | {median:g} | {totals[0] if totals else 0:g} | "
              f"{totals[-1] if totals else 0:g} | " + " | ".join(str(v) for v in by_status.values()) + " |"]
+    lines += [f"flagged: {item.name}: {item.gap} of {item.students} students passed its visible checks "
+              "and failed its hidden tests; the visible checks do not describe the task"
+              for item in flagged]
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.hist(totals, bins=[x - 0.5 for x in range(int(maximum) + 2)], color="tab:blue", edgecolor="white")
     ax.set_xlabel(f"score (max {maximum:g})")

@@ -3,7 +3,9 @@
 Accepted layouts: nbgrader's ``submitted/<student>/<lesson>/<lesson>.ipynb``, a folder of
 ``<student>.ipynb`` files, one folder per student, or a ``.zip`` of any of these (as learning
 platforms export them). Student names may hold spaces and accents: the name is kept for people,
-and a safe id derived from it is used for nbgrader and file names.
+and a safe id derived from it is used for nbgrader and file names. The identifier a learning
+platform put in its export (Moodle's participant number, Canvas's user id) is kept too, so that
+grades can be imported back (``lms_export``).
 """
 
 import hashlib
@@ -32,6 +34,8 @@ class Submission:
     student: str
     student_id: str
     path: Path
+    platform_id: str = ""  # the learning platform's id of the student, "" when the export had none
+    platform: str = ""  # the platform that id comes from: "moodle" or "canvas"
 
     def digest(self) -> str:
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
@@ -60,12 +64,31 @@ def _extract(archive: Path, into: Path) -> Path:
     return into
 
 
-# Moodle names each student's folder "<Full Name>_<id>_assignsubmission_file_".
-_PLATFORM_SUFFIX = re.compile(r"(?:_\d+)?_assignsubmission_\w*$")
+# Moodle names each student's folder "<Full Name>_<participant>_assignsubmission_file_", or each
+# file "<Full Name>_<participant>_assignsubmission_file_<file name>" when it exports no folders.
+_MOODLE = re.compile(r"^(?P<name>.+?)(?:_(?P<id>\d+))?_assignsubmission_[a-z]+_(?P<file>.*)$")
+# Canvas names each file "<lastfirst>_<user id>_<attachment id>_<file name>", with "_LATE" after
+# the name for a late submission.
+_CANVAS = re.compile(r"^(?P<name>[^_]+)(?:_LATE)?_(?P<id>\d+)_\d+_(?P<file>.+)$")
 
 
-def _student_name(folder: str) -> str:
-    return _PLATFORM_SUFFIX.sub("", folder) or folder
+@dataclass(frozen=True)
+class Identity:
+    """Who a notebook belongs to: a name for people, and the platform's id if its export had one."""
+
+    name: str
+    platform_id: str = ""
+    platform: str = ""  # "moodle", "canvas" or "" (no platform's naming)
+
+
+def platform_identity(name: str) -> Identity:
+    """The student behind a folder or file name as Moodle or Canvas export it; any other name is
+    the student's name, with no platform id."""
+    for platform, pattern in (("moodle", _MOODLE), ("canvas", _CANVAS)):
+        match = pattern.match(name)
+        if match and match["name"].strip():
+            return Identity(match["name"].strip(), match["id"] or "", platform if match["id"] else "")
+    return Identity(name)
 
 
 def _visible(path: Path, root: Path) -> bool:
@@ -84,22 +107,34 @@ def find_submissions(source: Path, lesson: str, scratch: Path) -> list[Submissio
             raise SubmissionsError(f"{source} is a file but not a zip archive")
         source = _extract(source, Path(scratch) / "unzipped")
     notebooks = [p for p in sorted(source.rglob("*.ipynb")) if p.is_file() and _visible(p, source)]
-    found: dict[str, Path] = {}
-    for path in notebooks:
-        parts = path.relative_to(source).parts
-        if len(parts) >= 3 and parts[-2] == lesson:  # nbgrader: <student>/<lesson>/<file>
-            name = parts[-3]
-        elif len(parts) == 1:  # a flat folder: <student>.ipynb
-            name = path.stem
-        else:  # one folder per student, as platforms export
-            name = _student_name(parts[0])
-        if name in found:
-            raise SubmissionsError(f"two notebooks for {name!r}: {found[name]} and {path}; "
+    found: dict[str, tuple[Identity, Path]] = {}
+    for who, path in _distinct_names([_identify(p, source, lesson) for p in notebooks]):
+        if who.name in found:
+            raise SubmissionsError(f"two notebooks for {who.name!r}: {found[who.name][1]} and {path}; "
                                    "keep one per student")
-        found[name] = path
+        found[who.name] = (who, path)
     if not found:
         raise SubmissionsError(f"no .ipynb file under {source}")
-    return [Submission(name, student_id(name), path) for name, path in sorted(found.items())]
+    return [Submission(name, student_id(name), path, who.platform_id, who.platform)
+            for name, (who, path) in sorted(found.items())]
+
+
+def _identify(path: Path, source: Path, lesson: str) -> tuple[Identity, Path]:
+    """Whose notebook ``path`` is, from where it lies under ``source``."""
+    parts = path.relative_to(source).parts
+    if len(parts) >= 3 and parts[-2] == lesson:  # nbgrader: <student>/<lesson>/<file>
+        return Identity(parts[-3]), path
+    # a flat folder (<student>.ipynb, or a platform's flat export) or one folder per student
+    return platform_identity(path.stem if len(parts) == 1 else parts[0]), path
+
+
+def _distinct_names(found: list[tuple[Identity, Path]]) -> list[tuple[Identity, Path]]:
+    """Two students of one name whom the platform tells apart keep its id in their name."""
+    ids: dict[str, set[str]] = {}
+    for who, _ in found:
+        ids.setdefault(who.name, set()).add(who.platform_id)
+    return [(Identity(f"{who.name} ({who.platform_id})", who.platform_id, who.platform)
+             if who.platform_id and len(ids[who.name]) > 1 else who, path) for who, path in found]
 
 
 @dataclass
