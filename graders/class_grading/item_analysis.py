@@ -10,10 +10,11 @@ A failing grade cell is sorted by where it failed, with the same rule as the stu
 (``graders.notebook_grading.feedback``): before the hidden-tests marker it is a visible failure,
 at or after it a hidden one. A cell that ran out of time, or that failed in a notebook the grader
 had to run again without a cell that killed or hung the kernel, is counted apart, so that a
-grader incident never reads as a misunderstanding (a ``NameError`` after such a rerun is the
-incident's: the skipped cell's names are missing).
+grader incident never reads as a misunderstanding (after such a rerun, a ``NameError`` is the
+incident's too when the skipped cell was the exercise's own answer or would have defined the name).
 """
 
+import ast
 import csv
 import html
 import json
@@ -120,7 +121,40 @@ def _error_text(output: dict) -> str:
     return first.rstrip(": ") if first.startswith(output["ename"]) else output["ename"]
 
 
-def _classify(cell: dict, earlier_incident: str | None) -> Failure | None:
+@dataclass
+class Skipped:
+    """The cells a rerun left out because they killed or hung the kernel: the first one's reason,
+    and the names they define (``None`` when a source is unknown or does not parse)."""
+
+    reason: str
+    names: set | None
+
+    def explains(self, error: dict, own_answer_skipped: bool) -> bool:
+        """Whether ``error`` is a name missing because of the skipped cells: the exercise's own
+        answer was one of them, or one of them would have defined that name."""
+        missing = re.match(r"name '(\w+)' is not defined", error.get("evalue", ""))
+        return error["ename"] == "NameError" and (own_answer_skipped or self.names is None
+                                                  or bool(missing) and missing[1] in self.names)
+
+
+def defined_names(source: str) -> set | None:
+    """The names a cell's code binds at any depth; ``None`` when it does not parse (magics…)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def _classify(cell: dict, skipped: Skipped | None, own_answer_skipped: bool = False) -> Failure | None:
     """Why a grade cell failed, or ``None`` when its outputs hold no error and nothing on stderr."""
     outputs = cell.get("outputs", [])
     error = next((o for o in outputs if o.get("output_type") == "error"), None)
@@ -134,11 +168,10 @@ def _classify(cell: dict, earlier_incident: str | None) -> Failure | None:
         return Failure(_incident_kind(error["evalue"]), error["evalue"])
     if error["ename"] == "CellTimeoutError":
         return Failure("timeout", "CellTimeoutError: the cell ran past its time limit")
-    if earlier_incident is not None and error["ename"] == "NameError":
-        # the notebook ran again without the cell that killed or hung the kernel: what that cell
-        # would have defined is missing, and only that
-        return Failure(_incident_kind(earlier_incident),
-                       f"after a grader incident ({earlier_incident}): {_error_text(error)}")
+    if skipped is not None and skipped.explains(error, own_answer_skipped):
+        # the notebook ran again without the cell that killed or hung the kernel: its names are missing
+        return Failure(_incident_kind(skipped.reason),
+                       f"after a grader incident ({skipped.reason}): {_error_text(error)}")
     source = "".join(cell.get("source", ""))
     hidden_from = _first_hidden_line(source, HIDDEN_MARKER)
     line = _failing_line(error)
@@ -146,21 +179,55 @@ def _classify(cell: dict, earlier_incident: str | None) -> Failure | None:
     return Failure("hidden" if hidden else "visible", _error_text(error))
 
 
-def notebook_failures(nb: dict) -> dict[str, Failure]:
-    """``grade_id`` -> :class:`Failure` of every grade cell of an autograded notebook that failed."""
+def _sources(submitted: dict | None) -> dict:
+    """A submission's cell sources by grade id and by cell id, to find what a skipped cell held."""
+    found = {}
+    for cell in (submitted or {}).get("cells", []):
+        source = "".join(cell.get("source", ""))
+        for key in (adapter.grade_id(cell), cell.get("id")):
+            if key:
+                found.setdefault(key, source)
+    return found
+
+
+def notebook_failures(nb: dict, submitted: dict | None = None) -> dict[str, Failure]:
+    """``grade_id`` -> :class:`Failure` of every grade cell of an autograded notebook that failed.
+
+    ``submitted``, the notebook as the student sent it, holds the source of any cell the grader
+    had to skip (the autograded notebook holds only the error that replaced it).
+    """
     failures: dict[str, Failure] = {}
-    incident = None
+    originals = _sources(submitted)
+    skipped: Skipped | None = None
+    answer_skipped = False  # whether the answer cell just before a grade cell was skipped
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
         if adapter.is_grade_cell(cell):
-            failure = _classify(cell, incident)
+            failure = _classify(cell, skipped, answer_skipped)
             name = adapter.grade_id(cell)
             if failure is not None and name not in failures:
                 failures[name] = failure
-        own = next((o["evalue"] for o in cell.get("outputs", []) if o.get("ename") == INCIDENT), None)
-        incident = incident or own
+        reason = next((o["evalue"] for o in cell.get("outputs", []) if o.get("ename") == INCIDENT), None)
+        if adapter.is_solution_cell(cell):
+            answer_skipped = reason is not None
+        if reason is not None and not adapter.is_grade_cell(cell):
+            source = originals.get(adapter.grade_id(cell)) or originals.get(cell.get("id"))
+            names = None if source is None else defined_names(source)
+            if skipped is None:
+                skipped = Skipped(reason, names)
+            elif names is None or skipped.names is None:
+                skipped = Skipped(skipped.reason, None)
+            else:
+                skipped = Skipped(skipped.reason, skipped.names | names)
     return failures
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -196,7 +263,8 @@ def analyse(course_dir: Path, lesson: str, rows: list, grade_cells: dict) -> Ite
         path = adapter.submission_path(course_dir, "autograded", row.student_id, lesson)
         if row.status in ANALYSED and path.exists():
             analysed.append(row)
-            failures.append(notebook_failures(json.loads(path.read_text(encoding="utf-8"))))
+            submitted = _read(adapter.submission_path(course_dir, "submitted", row.student_id, lesson))
+            failures.append(notebook_failures(_read(path) or {}, submitted))
     ran = {row.student_id for row in analysed}
     left_out = Counter(row.status for row in rows if row.student_id not in ran)
     totals = [row.total for row in analysed]

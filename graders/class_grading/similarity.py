@@ -75,8 +75,10 @@ def solution_code(nb: dict, ids: list[str]) -> str:
 
 
 def template_code(release_nb: dict) -> str:
-    """Every code cell of the released edition: what each student started from."""
-    return "\n".join(_source(c) for c in release_nb.get("cells", []) if c.get("cell_type") == "code")
+    """What each student started from: every code cell of the released edition, then its solution
+    cells joined as :func:`solution_code` joins a submission's (stubs side by side)."""
+    cells = [_source(c) for c in release_nb.get("cells", []) if c.get("cell_type") == "code"]
+    return "\n".join([*cells, solution_code(release_nb, solution_ids(release_nb))])
 
 
 def _fingerprint(code: str, boilerplate=None) -> CodeFingerprint:

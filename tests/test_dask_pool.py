@@ -1,0 +1,111 @@
+"""The Dask pool's parts that need no cluster: slots, replies checked as data, jobs sent as data."""
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from graders.class_grading import dask_pool
+from graders.class_grading.dask_pool import DaskUnavailable, WorkerNotReady, accept, claim_slot
+
+
+def test_slots_are_unique_on_a_machine_and_freed_with_their_holder(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from graders.class_grading.dask_pool import claim_slot
+        number, handle = claim_slot({str(tmp_path)!r}, range(7, 10))  # held while handle lives
+        print(number, flush=True)
+        time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "7"  # another process holds the first slot
+        second, handle = claim_slot(tmp_path, range(7, 10))
+        third, _ = claim_slot(tmp_path, range(7, 10))
+        assert (second, third) == (8, 9)
+        with pytest.raises(WorkerNotReady, match="all 3 grading slots"):
+            claim_slot(tmp_path, range(7, 10))
+        handle.close()  # a thread that gives its slot up
+        assert claim_slot(tmp_path, range(7, 10))[0] == 8
+    finally:
+        holder.kill()
+        holder.wait()
+    assert claim_slot(tmp_path, range(7, 10))[0] == 7  # the lock died with its process
+
+
+def test_dask_slots_stay_clear_of_local_workers_and_inside_the_sandbox_range():
+    from graders.class_grading.sandbox import MAX_SLOTS
+
+    assert dask_pool.SLOTS.start >= 64 and dask_pool.SLOTS.stop <= MAX_SLOTS
+
+
+def _job(tmp_path) -> dict:
+    return {"job": 3, "lesson": "01_tensors", "student_id": "ana-123", "work_dir": str(tmp_path / "w")}
+
+
+@pytest.mark.parametrize("result", [
+    None, "graded", {"status": "hacked"}, {"status": "graded", "reply": {"cells": {}}},
+    {"status": "graded", "reply": [], "autograded": "{}"},
+    {"status": "graded", "reply": {}, "autograded": "{}", "feedback": 42},
+])
+def test_a_malformed_reply_fails_the_submission_and_writes_nothing(tmp_path, result):
+    outcome = accept(_job(tmp_path), result, tmp_path)
+    assert (outcome.status, outcome.reply) == ("failed", None)
+    assert "malformed reply" in outcome.reason
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_graded_reply_lands_where_the_parent_reads_a_local_workers(tmp_path):
+    result = {"status": "graded", "reply": {"cells": {"t": [1, 1]}, "incidents": [], "seconds": 2.0},
+              "autograded": '{"cells": []}', "feedback": "<html>é</html>", "worker": "tcp://w:1",
+              "slot": 250, "log": "kernel said hi"}
+    outcome = accept(_job(tmp_path), result, tmp_path)
+    assert outcome.reply["cells"] == {"t": [1, 1]}
+    assert json.loads(open(outcome.reply["autograded"]).read()) == {"cells": []}
+    assert open(outcome.reply["feedback"], encoding="utf-8").read() == "<html>é</html>"
+    log = (tmp_path / "dask-workers.log").read_text()
+    assert "ana-123: graded on tcp://w:1 slot 250" in log and "kernel said hi" in log
+
+
+def test_a_worker_that_refused_or_ran_out_of_time_says_so(tmp_path):
+    refused = accept(_job(tmp_path), {"status": "failed", "reason": "grader error: bubblewrap is "
+                                      "missing", "detail": "the story"}, tmp_path)
+    assert (refused.status, refused.reason) == ("failed", "grader error: bubblewrap is missing")
+    assert "the story" in (tmp_path / "dask-workers.log").read_text()
+    late = accept(_job(tmp_path), {"status": "timeout", "reason": "took too long"}, tmp_path)
+    assert (late.status, late.reason) == ("timeout", "took too long")
+
+
+def test_a_job_travels_as_data_without_the_parents_paths(tmp_path, monkeypatch):
+    notebook = tmp_path / "in.ipynb"
+    notebook.write_bytes(b'{"cells": []}')
+    monkeypatch.setenv("COURSE_FAST", "0")
+    job = {"job": 1, "lesson": "01_tensors", "student_id": "s", "notebook": str(notebook),
+           "master": "/parent/course", "template_db": "/parent/t.db", "work_dir": "/parent/w",
+           "socket_dir": "/tmp/s", "jupyter_path": "/parent/j", "cell_timeout": 60, "sandbox": "on"}
+    task = dask_pool.task_of(job, "off")
+    assert not any(str(value).startswith("/parent") for value in task.values())
+    assert (task["notebook_bytes"], task["sandbox"], task["cell_timeout"]) == (b'{"cells": []}', "off", 60)
+    assert task["environment"]["COURSE_FAST"] == "0"
+
+
+def test_the_lesson_bundle_changes_with_the_template(tmp_path):
+    source = tmp_path / "course" / "source" / "01_tensors"
+    source.mkdir(parents=True)
+    (source / "01_tensors.ipynb").write_text("{}")
+    (tmp_path / "t.db").write_bytes(b"one")
+    job = {"lesson": "01_tensors", "master": str(tmp_path / "course"), "template_db": str(tmp_path / "t.db")}
+    first = dask_pool.lesson_bundle(job)
+    assert first["files"] == {"01_tensors.ipynb": b"{}"} and first["template"] == b"one"
+    (tmp_path / "t.db").write_bytes(b"two")
+    assert dask_pool.lesson_bundle(job)["digest"] != first["digest"]
+
+
+def test_an_unreachable_scheduler_says_how_to_start_one():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(DaskUnavailable, match="dask scheduler"):
+        dask_pool.connect(f"tcp://127.0.0.1:{port}", timeout=2)
