@@ -53,6 +53,7 @@ check: setup
 bench: setup
 	MPLBACKEND=Agg $(BIN)/python tests/benchmarks/lesson_helpers.py
 	$(BIN)/python tests/benchmarks/class_grading.py
+	MPLBACKEND=Agg $(BIN)/python tests/benchmarks/after_grading.py
 
 clean:
 	rm -rf build

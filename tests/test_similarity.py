@@ -87,3 +87,14 @@ def test_the_page_says_it_is_a_lead_and_shows_passages_side_by_side(report, tmp_
 def test_a_threshold_outside_zero_to_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="between 0 and 1"):
         similarity.analyse(tmp_path, LESSON, [], threshold=50)
+
+
+def test_only_the_most_similar_pairs_show_their_passages(report, tmp_path):
+    prints, _ = report
+    pairs = similarity.compare(prints, similarity.DEFAULT_THRESHOLD, detailed=1)
+    assert [bool(p.passages_a) for p in pairs] == [True, False, False]
+    assert pairs[0].similarity >= pairs[1].similarity >= pairs[2].similarity
+    page = similarity.write_html(similarity.SimilarityReport(LESSON, 0.5, 5, pairs), tmp_path / "s.html")
+    html = page.read_text()
+    assert html.count("class='side'") == 1 and "shown for the 1 most similar pairs" in html
+    assert html.count("<tr><td><a href=") == 3  # the table still lists all three

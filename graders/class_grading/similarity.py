@@ -26,6 +26,7 @@ DEFAULT_THRESHOLD = 0.5
 NOISE_CHARACTERS = 25
 WINDOW = 1
 CONTEXT_LINES = 2  # lines shown around each shared passage
+DETAILED_PAIRS = 100  # pairs whose passages the page shows side by side
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Pair:
     share_a: float  # share of a's own code (boilerplate left out) found in b's
     share_b: float
     tokens: int  # tokenised characters in shared passages
-    passages_a: str  # a's code as HTML, shared passages marked
+    passages_a: str  # a's code as HTML, shared passages marked ("" beyond the DETAILED_PAIRS first)
     passages_b: str
 
     @property
@@ -102,18 +103,23 @@ def fingerprints(codes: dict[str, str], boilerplate: str) -> dict[str, CodeFinge
     return {name: fp for name, fp in prints.items() if len(fp.hashes)}
 
 
-def compare(prints: dict[str, CodeFingerprint], threshold: float) -> list[Pair]:
-    """Every pair of ``prints`` sharing more than ``threshold``, most similar first."""
+def compare(prints: dict[str, CodeFingerprint], threshold: float,
+            detailed: int = DETAILED_PAIRS) -> list[Pair]:
+    """Every pair of ``prints`` sharing more than ``threshold``, most similar first; the passages
+    of the ``detailed`` most similar pairs are marked (a class of near copies would make a page
+    nobody can read)."""
     names = sorted(prints)
-    pairs = []
+    found = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            tokens, (share_a, share_b), (slices_a, slices_b) = compare_files(prints[a], prints[b])
+            tokens, (share_a, share_b), slices = compare_files(prints[a], prints[b])
             if max(share_a, share_b) > threshold:
-                pairs.append(Pair(a, b, float(share_a), float(share_b), int(tokens),
-                                  _marked(prints[a].raw_code, slices_a),
-                                  _marked(prints[b].raw_code, slices_b)))
-    return sorted(pairs, key=lambda pair: -pair.similarity)
+                found.append((Pair(a, b, float(share_a), float(share_b), int(tokens), "", ""), slices))
+    found.sort(key=lambda item: -item[0].similarity)
+    for pair, (slices_a, slices_b) in found[:detailed]:
+        pair.passages_a = _marked(prints[pair.a].raw_code, slices_a)
+        pair.passages_b = _marked(prints[pair.b].raw_code, slices_b)
+    return [pair for pair, _ in found]
 
 
 def _read(path: Path) -> dict | None:
@@ -173,11 +179,14 @@ def write_html(report: SimilarityReport, path: Path) -> Path:
                    for n, p in enumerate(report.pairs))
     table = ("<table><tr><th>student A</th><th>student B</th><th>share of A found in B</th>"
              f"<th>share of B found in A</th></tr>{rows}</table>" if report.pairs else "")
+    shown = [(n, p) for n, p in enumerate(report.pairs) if p.passages_a]
     details = "".join(
         f"<h2 id='pair-{n}'>{html.escape(p.a)} · {html.escape(p.b)} ({p.similarity:.0%})</h2>"
         f"<div class='side'><div><h3>{html.escape(p.a)}</h3><pre>{p.passages_a}</pre></div>"
-        f"<div><h3>{html.escape(p.b)}</h3><pre>{p.passages_b}</pre></div></div>"
-        for n, p in enumerate(report.pairs))
+        f"<div><h3>{html.escape(p.b)}</h3><pre>{p.passages_b}</pre></div></div>" for n, p in shown)
+    if len(shown) < len(report.pairs):
+        details += (f"<p>Passages are shown for the {len(shown)} most similar pairs; so many pairs "
+                    "usually mean an exercise with one way to write it, or a shared source.</p>")
     verdict = (f"{len(report.pairs)} pair(s) above the threshold." if report.pairs
                else "No pair is above the threshold.")
     path.write_text(_PAGE.format(lesson=html.escape(report.lesson), compared=report.compared,
