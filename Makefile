@@ -42,8 +42,9 @@ release: setup
 	$(BIN)/course release
 
 grade: setup
-	@test -n "$(SUBMISSIONS)" -a -n "$(LESSON)" || { echo "usage: make grade SUBMISSIONS=<folder or zip> LESSON=<NN_slug>"; exit 2; }
-	$(BIN)/course grade "$(SUBMISSIONS)" --lesson $(LESSON) $(if $(filter-out auto,$(WORKERS)),--workers $(WORKERS))
+	@test -n "$(SUBMISSIONS)" -a -n "$(LESSON)" || { echo "usage: make grade SUBMISSIONS=<folder or zip> LESSON=<NN_slug> [EXPORT='moodle canvas csv'] [SCHEDULER=tcp://HOST:8786]"; exit 2; }
+	$(BIN)/course grade "$(SUBMISSIONS)" --lesson $(LESSON) $(if $(filter-out auto,$(WORKERS)),--workers $(WORKERS)) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(foreach platform,$(EXPORT),--export $(platform))
 
 check: setup
 	@test -n "$(NOTEBOOK)" || { echo "usage: make check NOTEBOOK=<path to your notebook>"; exit 2; }

@@ -38,6 +38,7 @@ CHECK = "CheckFailed"
     (_error(CHECK, "f(5): the values differ", line=5), "hidden"),
     (_error(CHECK, "no line said", line=None), "hidden"),  # as the feedback treats it: never shown
     (_error("CellTimeoutError", ""), "timeout"),
+    (_error("KeyboardInterrupt", "", line=2), "timeout"),  # the kernel's side of that interrupt
     (_error(INCIDENT, "cell 3 did not stop: it ran past 60 s and then ignored the interrupt"), "timeout"),
     (_error(INCIDENT, "not run: the notebook ran past its 900 s"), "timeout"),
     (_error(INCIDENT, "cell 3 killed the kernel (os._exit, a crash or too much memory)"), "incident"),
@@ -112,6 +113,13 @@ def test_the_same_error_with_other_numbers_or_in_spanish_counts_once():
     assert ia.normalise(english) != ia.normalise(english.replace("shape", "dtype"))
     assert "float32" in ia.normalise("expected: torch.float32 got: torch.float64")  # names keep digits
     assert ia.normalise("got: torch.float32") != ia.normalise("got: torch.float64")
+
+
+def test_a_message_is_shown_in_english_without_its_hint():
+    failure = ia.Failure("visible", "CheckFailed: f(x): los valores no coinciden\n  esperado: 1\n"
+                                    "  obtenido: 2\n  pista: divide entre 255")
+    item = ia._item("test_f", 1.0, [0.0], [0.0], [failure])
+    assert item.messages == [("visible", "CheckFailed: f(x): the values differ\n  expected: 1\n  got: 2", 1)]
 
 
 def test_discrimination_is_the_correlation_with_the_rest_of_the_total():

@@ -36,6 +36,8 @@ KIND_LABELS = {"visible": "visible check", "hidden": "hidden test", "timeout": "
                "incident": "grader incident"}
 ANALYSED = ("graded", "partial")  # the statuses whose notebooks ran and were autograded
 HIDDEN_MARKER = ClearHiddenTests.begin_test_delimeter.default_value
+# what a cell shows when the grader interrupted it at its time limit (nbclient's reply, the kernel's)
+TIMED_OUT = ("CellTimeoutError", "KeyboardInterrupt")
 TOP_MESSAGES = 3
 
 # Spanish editions print the checks' words in Spanish: one error, one message, in either edition.
@@ -98,16 +100,19 @@ def normalise(message: str) -> str:
     """
     lines = [line for line in message.strip().splitlines()
              if not re.match(r"\s*(hint|pista|detail|detalle): ", line)]
-    text = "\n".join(lines)
+    return _NUMBERS.sub("#", _NUMBER.sub("#", _english("\n".join(lines)))).strip()
+
+
+def _english(text: str) -> str:
     for spanish, english in sorted(_TO_ENGLISH.items(), key=lambda pair: -len(pair[0])):
         text = text.replace(spanish, english)
-    return _NUMBERS.sub("#", _NUMBER.sub("#", text)).strip()
+    return text
 
 
 def _shown(message: str) -> str:
-    """A message as the report shows it: without the hint line, which every student saw alike."""
-    return "\n".join(line for line in message.strip().splitlines()
-                     if not re.match(r"\s*(hint|pista): ", line))
+    """A message as the report shows it: in English, without the hint line every student saw alike."""
+    return _english("\n".join(line for line in message.strip().splitlines()
+                               if not re.match(r"\s*(hint|pista): ", line)))
 
 
 def _incident_kind(reason: str) -> str:
@@ -166,8 +171,8 @@ def _classify(cell: dict, skipped: Skipped | None, own_answer_skipped: bool = Fa
         return Failure("visible", f"wrote to stderr: {first}")
     if error["ename"] == INCIDENT:
         return Failure(_incident_kind(error["evalue"]), error["evalue"])
-    if error["ename"] == "CellTimeoutError":
-        return Failure("timeout", "CellTimeoutError: the cell ran past its time limit")
+    if any(o.get("ename") in TIMED_OUT for o in outputs if o.get("output_type") == "error"):
+        return Failure("timeout", "the cell ran past its time limit and was interrupted")
     if skipped is not None and skipped.explains(error, own_answer_skipped):
         # the notebook ran again without the cell that killed or hung the kernel: its names are missing
         return Failure(_incident_kind(skipped.reason),
@@ -345,7 +350,7 @@ _PAGE = """<!DOCTYPE html>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
-th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }}
 th:first-child, td:first-child {{ text-align: left; }}
 tr.flagged td {{ background: #ffebee; }}
 pre {{ white-space: pre-wrap; margin: 0; font-size: 0.85em; }}
@@ -356,7 +361,7 @@ pre {{ white-space: pre-wrap; margin: 0; font-size: 0.85em; }}
 </style></head><body>
 <h1>Item analysis: {lesson}</h1>
 <p>{analysed} submissions analysed{left_out}. {flag_line}</p>
-<img src="{picture}" alt="share of students per outcome, per exercise" style="max-width: 100%">
+<img src="{picture}" alt="share of students per outcome, per exercise" style="max-width: 100%; width: 820px">
 <table>
 <tr><th>exercise</th><th>points</th><th>mean</th><th>full marks</th><th>zero</th>
 <th>discrimination</th><th>failed visible</th><th>passed visible,<br>failed hidden</th>
