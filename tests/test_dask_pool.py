@@ -109,3 +109,35 @@ def test_an_unreachable_scheduler_says_how_to_start_one():
         port = probe.getsockname()[1]
     with pytest.raises(DaskUnavailable, match="dask scheduler"):
         dask_pool.connect(f"tcp://127.0.0.1:{port}", timeout=2)
+
+
+def test_a_worker_without_bubblewrap_refuses_a_sandboxed_run(monkeypatch):
+    monkeypatch.setattr("graders.class_grading.sandbox.detect_mode", lambda: "none")
+    with pytest.raises(WorkerNotReady, match="bubblewrap is missing on the Dask worker"):
+        dask_pool.sandbox_policy("on")
+    assert dask_pool.sandbox_policy("off").mode == "none"  # the instructor said so
+    monkeypatch.setenv("COURSE_GRADERS_PER_MACHINE", "1")
+    monkeypatch.setattr("graders.class_grading.sandbox.detect_mode", lambda: "userns")
+    alone = dask_pool.sandbox_policy("on")
+    monkeypatch.setenv("COURSE_GRADERS_PER_MACHINE", "64")
+    assert (alone.mode, alone.limits.memory_bytes >= dask_pool.sandbox_policy("on").limits.memory_bytes) == \
+        ("userns", True)
+
+
+def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp_path, monkeypatch):
+    from distributed import LocalCluster
+
+    source = tmp_path / "course" / "source" / "01_tensors"
+    source.mkdir(parents=True)
+    (source / "01_tensors.ipynb").write_text("{}")
+    (tmp_path / "t.db").write_bytes(b"db")
+    (tmp_path / "in.ipynb").write_text("{}")
+    job = {"job": 0, "lesson": "01_tensors", "student_id": "s", "notebook": str(tmp_path / "in.ipynb"),
+           "master": str(tmp_path / "course"), "template_db": str(tmp_path / "t.db"),
+           "work_dir": str(tmp_path / "w"), "sandbox": "on"}
+    monkeypatch.setattr(dask_pool, "WAIT_S", 0.2)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        pool = dask_pool.DaskPool(empty.scheduler_address, tmp_path, 60, no_workers_s=1)
+        outcomes = list(pool.run([job]))
+    assert [(o.status, o.job["student_id"]) for o in outcomes] == [("failed", "s")]
+    assert "no Dask worker connected" in outcomes[0].reason  # "failed": the next run grades it again

@@ -135,7 +135,10 @@ class DaskPool:
         queue = list(jobs)
         running: dict = {}  # future -> job
         try:
-            if queue:
+            if queue and not self._wait_for_a_worker():
+                yield from (self._no_worker(job) for job in queue)
+                return
+            if queue:  # once for the whole run: it needs a worker to hold it
                 bundle = self.client.scatter(lesson_bundle(queue[0]), broadcast=True, hash=False)
             while queue or running:
                 # a bounded number in flight: submissions are read only when a worker will soon want them
@@ -177,10 +180,20 @@ class DaskPool:
             future.cancel()
         return list(running)
 
+    def _wait_for_a_worker(self) -> bool:
+        try:
+            self.client.wait_for_workers(1, timeout=self.no_workers_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def _no_worker(self, job: dict) -> Outcome:
+        return Outcome(job, status="failed", reason=f"grader error: no Dask worker connected to "
+                       f"{self.address} for {self.no_workers_s:g} s")
+
     def _outcome(self, job: dict, future) -> Outcome:
         if future.status == "cancelled":
-            return Outcome(job, status="failed", reason=f"grader error: no Dask worker connected to "
-                           f"{self.address} for {self.no_workers_s:g} s")
+            return self._no_worker(job)
         if future.status == "error":
             error = future.exception()
             text = (str(error).strip().splitlines() or [""])[-1]
