@@ -73,6 +73,7 @@ def test_a_worker_that_refused_or_ran_out_of_time_says_so(tmp_path):
     refused = accept(_job(tmp_path), {"status": "failed", "reason": "grader error: bubblewrap is "
                                       "missing", "detail": "the story"}, tmp_path)
     assert (refused.status, refused.reason) == ("failed", "grader error: bubblewrap is missing")
+    assert refused.detail == "the story"  # the parent writes it to logs/<student_id>.log
     assert "the story" in (tmp_path / "dask-workers.log").read_text()
     late = accept(_job(tmp_path), {"status": "timeout", "reason": "took too long"}, tmp_path)
     assert (late.status, late.reason) == ("timeout", "took too long")
@@ -124,17 +125,34 @@ def test_a_worker_without_bubblewrap_refuses_a_sandboxed_run(monkeypatch):
         ("userns", True)
 
 
-def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp_path, monkeypatch):
-    from distributed import LocalCluster
-
+def _lesson_job(tmp_path) -> dict:
+    """A job whose files exist, enough to be sent (not to be graded)."""
     source = tmp_path / "course" / "source" / "01_tensors"
     source.mkdir(parents=True)
     (source / "01_tensors.ipynb").write_text("{}")
     (tmp_path / "t.db").write_bytes(b"db")
     (tmp_path / "in.ipynb").write_text("{}")
-    job = {"job": 0, "lesson": "01_tensors", "student_id": "s", "notebook": str(tmp_path / "in.ipynb"),
-           "master": str(tmp_path / "course"), "template_db": str(tmp_path / "t.db"),
-           "work_dir": str(tmp_path / "w"), "sandbox": "on"}
+    return {"job": 0, "lesson": "01_tensors", "student_id": "s", "notebook": str(tmp_path / "in.ipynb"),
+            "master": str(tmp_path / "course"), "template_db": str(tmp_path / "t.db"),
+            "work_dir": str(tmp_path / "w"), "sandbox": "off"}
+
+
+def test_a_task_that_raises_on_the_worker_fails_its_submission_with_the_story(tmp_path):
+    from distributed import LocalCluster
+
+    job = _lesson_job(tmp_path)
+    del job["job"]  # the worker cannot make the job's socket folder: a KeyError there
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as one:
+        outcomes = list(dask_pool.DaskPool(one.scheduler_address, tmp_path, 60).run([job]))
+    assert [(o.status, o.reason) for o in outcomes] == \
+        [("failed", "grader error on the Dask cluster: KeyError: 'job'")]
+    assert "Traceback" in outcomes[0].detail and "_grade" in outcomes[0].detail
+
+
+def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp_path, monkeypatch):
+    from distributed import LocalCluster
+
+    job = _lesson_job(tmp_path)
     monkeypatch.setattr(dask_pool, "WAIT_S", 0.2)
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
         pool = dask_pool.DaskPool(empty.scheduler_address, tmp_path, 60, no_workers_s=1)

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from pathlib import Path
 
@@ -197,8 +198,10 @@ class DaskPool:
         if future.status == "error":
             error = future.exception()
             text = (str(error).strip().splitlines() or [""])[-1]
+            story = "".join(traceback.format_exception(type(error), error, future.traceback()))
             return Outcome(job, status="failed",
-                           reason=f"grader error on the Dask cluster: {type(error).__name__}: {text}")
+                           reason=f"grader error on the Dask cluster: {type(error).__name__}: {text}",
+                           detail=story)
         result = future.result()
         future.release()
         return accept(job, result, self.log_dir)
@@ -216,7 +219,8 @@ def accept(job: dict, result, log_dir: Path) -> Outcome:
                   f"slot {result.get('slot', '?')}\n{str(result.get('detail', ''))[-LOG_TAIL_BYTES:]}"
                   f"{str(result.get('log', ''))[-LOG_TAIL_BYTES:]}\n")
     if result["status"] != "graded":
-        return Outcome(job, status=result["status"], reason=str(result.get("reason", ""))[:2000])
+        return Outcome(job, status=result["status"], reason=str(result.get("reason", ""))[:2000],
+                       detail=str(result.get("detail", "")))
     autograded, feedback, reply = result.get("autograded"), result.get("feedback"), result.get("reply")
     if not (_text(autograded) and isinstance(reply, dict) and (feedback is None or _text(feedback))):
         return malformed
