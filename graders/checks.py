@@ -11,7 +11,7 @@ import torch
 
 from course.settings import get_language
 
-_WORDS = {
+WORDS = {
     "es": {
         "expected": "esperado",
         "got": "obtenido",
@@ -54,7 +54,7 @@ _WORDS = {
 
 
 def _words() -> dict:
-    return _WORDS[get_language()]
+    return WORDS[get_language()]
 
 
 class CheckFailed(AssertionError):

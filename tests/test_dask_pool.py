@@ -9,30 +9,31 @@ import textwrap
 import pytest
 
 from graders.class_grading import dask_pool
-from graders.class_grading.dask_pool import DaskUnavailable, WorkerNotReady, accept, claim_slot
+from graders.class_grading.dask_pool import DaskUnavailable, WorkerNotReady, accept
+from graders.class_grading.sandbox import NoFreeSlot, claim_slot
 
 
 def test_slots_are_unique_on_a_machine_and_freed_with_their_holder(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from graders.class_grading.dask_pool import claim_slot
-        number, handle = claim_slot({str(tmp_path)!r}, range(7, 10))  # held while handle lives
+        from graders.class_grading.sandbox import claim_slot
+        number, handle = claim_slot(range(7, 10), {str(tmp_path)!r})  # held while handle lives
         print(number, flush=True)
         time.sleep(60)
         """)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "7"  # another process holds the first slot
-        second, handle = claim_slot(tmp_path, range(7, 10))
-        third, _ = claim_slot(tmp_path, range(7, 10))
+        second, handle = claim_slot(range(7, 10), tmp_path)
+        third, _ = claim_slot(range(7, 10), tmp_path)
         assert (second, third) == (8, 9)
-        with pytest.raises(WorkerNotReady, match="all 3 grading slots"):
-            claim_slot(tmp_path, range(7, 10))
+        with pytest.raises(NoFreeSlot, match="all 3 grading slots"):
+            claim_slot(range(7, 10), tmp_path)
         handle.close()  # a thread that gives its slot up
-        assert claim_slot(tmp_path, range(7, 10))[0] == 8
+        assert claim_slot(range(7, 10), tmp_path)[0] == 8
     finally:
         holder.kill()
         holder.wait()
-    assert claim_slot(tmp_path, range(7, 10))[0] == 7  # the lock died with its process
+    assert claim_slot(range(7, 10), tmp_path)[0] == 7  # the lock died with its process
 
 
 def test_dask_slots_stay_clear_of_local_workers_and_inside_the_sandbox_range():
@@ -159,3 +160,16 @@ def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp
         outcomes = list(pool.run([job]))
     assert [(o.status, o.job["student_id"]) for o in outcomes] == [("failed", "s")]
     assert "no Dask worker connected" in outcomes[0].reason  # "failed": the next run grades it again
+
+
+def test_local_pools_take_slots_no_other_grading_run_holds(tmp_path, monkeypatch):
+    """Two grading runs at once on one machine never share a sandbox user."""
+    from graders.class_grading import sandbox
+
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
+    first = [sandbox.claim_slot(sandbox.LOCAL_SLOTS) for _ in range(2)]
+    second = [sandbox.claim_slot(sandbox.LOCAL_SLOTS) for _ in range(2)]
+    assert [n for n, _ in first] == [0, 1] and [n for n, _ in second] == [2, 3]
+    for _, handle in first:
+        handle.close()
+    assert sandbox.claim_slot(sandbox.LOCAL_SLOTS)[0] == 0

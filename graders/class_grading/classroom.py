@@ -110,7 +110,7 @@ class Classroom:
             return
         log_dir = self.out / "logs"
         log_dir.mkdir(exist_ok=True)
-        sockets = _socket_root()
+        sockets = socket_root()
         jobs = [self._job(number, submission, sockets) for number, submission in enumerate(todo)]
         progress = Progress(len(todo), total, sum(self.grade_cells.values()), self.o.progress)
         if self.o.scheduler:
@@ -258,7 +258,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _socket_root() -> Path:
+def socket_root() -> Path:
     """A short folder for kernel sockets (unix socket paths stay under ~100 bytes, whatever the
     class folder and student names); what killed grading runs left there is removed first."""
     for stale in Path(tempfile.gettempdir()).glob("course-grader-*-*"):

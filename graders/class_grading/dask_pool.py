@@ -24,7 +24,6 @@ Run workers with ``--nthreads 1``: one submission at a time per worker process.
 """
 
 import ctypes
-import fcntl
 import hashlib
 import json
 import os
@@ -33,7 +32,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -41,14 +39,14 @@ import uuid
 from pathlib import Path
 
 from graders.class_grading.pool import Outcome
+from graders.class_grading.sandbox import NoFreeSlot, claim_slot
 
 ENVIRONMENT = ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR")  # what grading reads from the parent
 MAX_RETURNED_BYTES = 256 * 1024**2
 LOG_TAIL_BYTES = 20_000
 WAIT_S = 5.0  # how often the parent checks that the cluster still has workers
 NO_WORKERS_S = 300.0  # with no worker for this long, the jobs still running end as failed
-SLOTS_DIR = "course-grader-slots"
-SLOTS = range(250, 500)  # within sandbox.MAX_SLOTS, above the slots of local worker pools
+SLOTS = range(250, 500)  # within sandbox.MAX_SLOTS, above sandbox.LOCAL_SLOTS
 
 
 class DaskUnavailable(RuntimeError):
@@ -249,23 +247,6 @@ def grade_on_worker(task: dict, bundle: dict, timeout: float) -> dict:
     return grader.grade(task, bundle, timeout)
 
 
-def claim_slot(folder: Path | None = None, slots: range = SLOTS) -> tuple[int, object]:
-    """The lowest slot number no other holder on this machine has locked; keep the handle open to
-    keep it (the lock goes with the handle, or with the process)."""
-    folder = Path(folder or Path(tempfile.gettempdir()) / SLOTS_DIR)
-    folder.mkdir(exist_ok=True)
-    for number in slots:
-        handle = open(folder / f"{number}.lock", "a")  # closed when the slot is given up
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        return number, handle
-    raise WorkerNotReady(f"all {len(slots)} grading slots of this machine are taken: run fewer Dask "
-                         "worker threads here")
-
-
 _PR_SET_PDEATHSIG = 1
 
 
@@ -280,11 +261,11 @@ class ThreadGrader:
     unpacked and a kernelspec, and a running worker program."""
 
     def __init__(self):
-        from graders.class_grading.classroom import _socket_root
+        from graders.class_grading.classroom import socket_root
 
-        self.slot, self._slot_handle = claim_slot()
+        self.slot, self._slot_handle = claim_slot(SLOTS)
         # a short folder named after this process: swept by later runs once the process is gone
-        self.root = _socket_root()
+        self.root = socket_root()
         self.prepared: tuple | None = None
         self.environment: dict = {}
         self.process: subprocess.Popen | None = None
@@ -298,7 +279,7 @@ class ThreadGrader:
         log_start = self.log_path.stat().st_size
         try:
             result = self._grade(task, bundle, timeout)
-        except WorkerNotReady as reason:
+        except (WorkerNotReady, NoFreeSlot) as reason:
             result = {"status": "failed", "reason": f"grader error: {reason}"}
         with open(self.log_path, "rb") as log:
             log.seek(log_start)

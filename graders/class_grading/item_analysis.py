@@ -27,9 +27,9 @@ from pathlib import Path
 from nbgrader.preprocessors import ClearHiddenTests
 
 from graders import nbgrader_adapter as adapter
-from graders.checks import _WORDS
+from graders.checks import WORDS
 from graders.class_grading.resilient_execute import INCIDENT
-from graders.notebook_grading.feedback import _ANSI, _failing_line, _first_hidden_line
+from graders.notebook_grading.feedback import ANSI, failing_line, first_hidden_line
 
 KINDS = ("visible", "hidden", "timeout", "incident")
 KIND_LABELS = {"visible": "visible check", "hidden": "hidden test", "timeout": "ran out of time",
@@ -41,7 +41,7 @@ TIMED_OUT = ("CellTimeoutError", "KeyboardInterrupt")
 TOP_MESSAGES = 3
 
 # Spanish editions print the checks' words in Spanish: one error, one message, in either edition.
-_TO_ENGLISH = {es: _WORDS["en"][key] for key, es in _WORDS["es"].items()}
+_TO_ENGLISH = {es: WORDS["en"][key] for key, es in WORDS["es"].items()}
 _LABEL = re.compile(r"^(\s*)(\w+): ", flags=re.MULTILINE)
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w])")
 _NUMBERS = re.compile(r"#(?:\s*,\s*#)+")
@@ -122,7 +122,7 @@ def _incident_kind(reason: str) -> str:
 def _error_text(output: dict) -> str:
     if output.get("evalue"):
         return f"{output['ename']}: {output['evalue']}"
-    first = _ANSI.sub("", (output.get("traceback") or [""])[-1]).strip()
+    first = ANSI.sub("", (output.get("traceback") or [""])[-1]).strip()
     return first.rstrip(": ") if first.startswith(output["ename"]) else output["ename"]
 
 
@@ -178,8 +178,8 @@ def _classify(cell: dict, skipped: Skipped | None, own_answer_skipped: bool = Fa
         return Failure(_incident_kind(skipped.reason),
                        f"after a grader incident ({skipped.reason}): {_error_text(error)}")
     source = "".join(cell.get("source", ""))
-    hidden_from = _first_hidden_line(source, HIDDEN_MARKER)
-    line = _failing_line(error)
+    hidden_from = first_hidden_line(source, HIDDEN_MARKER)
+    line = failing_line(error)
     hidden = hidden_from is not None and (line is None or line >= hidden_from)
     return Failure("hidden" if hidden else "visible", _error_text(error))
 

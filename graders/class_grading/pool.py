@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders.class_grading.sandbox import LOCAL_SLOTS, claim_slot
 from graders.class_grading.worker import RESULT
 from graders.lessons import ROOT
 
@@ -73,7 +74,9 @@ class WorkerPool:
         self.job_timeout = job_timeout
         self.selector = selectors.DefaultSelector()
         self.spawned = 0
-        self.workers = [self._spawn() for _ in range(max(1, size))]
+        # one sandbox user per worker, not used by any other grading run on this machine
+        self.slots = [claim_slot(LOCAL_SLOTS) for _ in range(max(1, size))]
+        self.workers = [self._spawn() for _ in self.slots]
 
     def run(self, jobs):
         """Grade every job; yields one :class:`Outcome` per job as soon as it is known."""
@@ -89,6 +92,8 @@ class WorkerPool:
         finally:
             for worker in self.workers:
                 worker.stop()
+            for _, handle in self.slots:
+                handle.close()
 
     def _spawn(self) -> WorkerProcess:
         self.spawned += 1
@@ -104,7 +109,7 @@ class WorkerPool:
 
     def _hand_out(self, queue: list) -> None:
         # The slot names the sandbox user: one per worker, so per-user limits hold per kernel.
-        for slot, worker in enumerate(self.workers):
+        for worker, (slot, _) in zip(self.workers, self.slots, strict=True):
             if worker.job is None and queue:
                 worker.send({**queue.pop(0), "slot": slot}, self.job_timeout)
 

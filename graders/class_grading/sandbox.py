@@ -29,6 +29,14 @@ KERNEL_NAME = "course-sandbox"
 FIRST_UID = 65000
 MAX_SLOTS = 500
 SLOT_ENV = "COURSE_SANDBOX_SLOT"
+# Slots are claimed machine-wide with lock files, so that two grading runs at once never share a
+# sandbox user: local worker pools take them from LOCAL_SLOTS, Dask workers from above.
+SLOTS_DIR = "course-grader-slots"
+LOCAL_SLOTS = range(0, 250)
+
+
+class NoFreeSlot(RuntimeError):
+    """Every grading slot of this machine is held by a running grader."""
 GIB = 1024**3
 POLICY_ENV = "COURSE_SANDBOX_POLICY"
 
@@ -102,6 +110,26 @@ def _readable_roots() -> list[Path]:
 
 def _parents(path: Path) -> list[Path]:
     return [p for p in reversed(path.parents) if str(p) != "/"]
+
+
+def claim_slot(slots: range, folder: Path | None = None) -> tuple[int, object]:
+    """The lowest slot number no other holder on this machine has locked; keep the handle open to
+    keep it (the lock goes with the handle, or with the process)."""
+    import fcntl
+    import tempfile
+
+    folder = Path(folder or Path(tempfile.gettempdir()) / SLOTS_DIR)
+    folder.mkdir(exist_ok=True)
+    for number in slots:
+        handle = open(folder / f"{number}.lock", "a")  # closed when the slot is given up
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        return number, handle
+    raise NoFreeSlot(f"all {len(slots)} grading slots of this machine are taken by running graders: "
+                     "grade with fewer workers, or wait for the other runs to end")
 
 
 def slot_uid(slot: int) -> int:

@@ -25,21 +25,21 @@ REDACTED = {"es": "[línea de una prueba oculta retirada]", "en": "[line of a hi
 # Shorter lines (``)``, ``else:``) say nothing about a test and appear everywhere.
 MIN_SECRET_LENGTH = 12
 _TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/javascript")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CELL_LINE = re.compile(r"(?:Cell In\s*\[\d*\]|<ipython-input-[^>]*>), line (\d+)")
 
 
-def _first_hidden_line(source: str, marker: str) -> int | None:
+def first_hidden_line(source: str, marker: str) -> int | None:
     for number, line in enumerate(source.split("\n"), start=1):
         if marker in line:
             return number
     return None
 
 
-def _failing_line(output) -> int | None:
+def failing_line(output) -> int | None:
     """The line of the grade cell where an error output's traceback starts, if it says."""
     for entry in output.get("traceback", []):
-        match = _CELL_LINE.search(_ANSI.sub("", entry))
+        match = _CELL_LINE.search(ANSI.sub("", entry))
         if match:
             return int(match.group(1))
     return None
@@ -64,7 +64,7 @@ def redact(text: str, secrets: set[str], notice: str) -> str:
     """``text`` with every line that contains a secret line (plain or HTML-escaped) replaced."""
     needles = secrets | {html.escape(secret) for secret in secrets}
     lines = text.splitlines(keepends=True)
-    return "".join(notice + line[len(line.rstrip("\r\n")):] if any(n in _ANSI.sub("", line) for n in needles)
+    return "".join(notice + line[len(line.rstrip("\r\n")):] if any(n in ANSI.sub("", line) for n in needles)
                    else line for line in lines)
 
 
@@ -97,7 +97,7 @@ class HideHiddenTests(ClearHiddenTests):
     def preprocess_cell(self, cell, resources, cell_index):
         hidden_from = None
         if cell.cell_type == "code":
-            hidden_from = _first_hidden_line(cell.source, self.begin_test_delimeter)
+            hidden_from = first_hidden_line(cell.source, self.begin_test_delimeter)
         cell, resources = super().preprocess_cell(cell, resources, cell_index)
         if hidden_from is None:
             return cell, resources
@@ -106,7 +106,7 @@ class HideHiddenTests(ClearHiddenTests):
             if output.output_type != "error":
                 kept.append(output)
                 continue
-            line = _failing_line(output)
+            line = failing_line(output)
             if line is None or line >= hidden_from:
                 notice = HIDDEN_FAILED[self._language]
                 kept.append(new_output("error", ename="HiddenTestFailed", evalue=notice,
