@@ -11,6 +11,7 @@ On the host, in pipeline order (may import the kernel side, never the reverse):
     release/             student editions and nbgrader course directories (``course release``)
     course_run/          every lesson through papermill, then nbgrader (``course run``)
     notebook_grading/    one notebook graded: autograde, feedback, repairs, ``course check``
-    class_grading/       a whole class: pool, worker, sandbox, resilient execution (``course grade``)
+    class_grading/       a whole class (``course grade``): pool, worker, sandbox, resilient execution;
+                         then item analysis, similarity, grades for Moodle/Canvas; or on Dask
     cli.py               the ``course`` command
 """

@@ -1,1 +1,2 @@
-"""``course grade``: a whole class graded in parallel, sandboxed, resumably; no grade is lost."""
+"""``course grade``: a whole class graded in parallel, sandboxed, resumably (locally or on a Dask
+cluster), then read back: item analysis, similarity, grades for the learning platform."""
