@@ -10,7 +10,6 @@ with what is missing, and a submission whose file changed is graded again.
 import json
 import os
 import shutil
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -21,7 +20,14 @@ import nbformat
 from graders import nbgrader_adapter as adapter
 from graders.class_grading.pool import Outcome, WorkerPool
 from graders.class_grading.results import DONE, Row, write_csv
-from graders.class_grading.sandbox import KERNEL_NAME, Limits, Policy, detect_mode, write_kernelspec
+from graders.class_grading.sandbox import (
+    KERNEL_NAME,
+    Limits,
+    Policy,
+    detect_mode,
+    socket_root,
+    write_kernelspec,
+)
 from graders.class_grading.submissions import Submission, find_submissions, validate_notebook
 from graders.lessons import BUILD
 from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
@@ -246,26 +252,6 @@ def grade_class(options: Options) -> tuple[list[Row], Path]:
         row.platform_id, row.platform = (platforms[row.student_id].platform_id,
                                          platforms[row.student_id].platform)
     return rows, write_csv(rows, room.grade_cells, room.out / "grades.csv")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def socket_root() -> Path:
-    """A short folder for kernel sockets (unix socket paths stay under ~100 bytes, whatever the
-    class folder and student names); what killed grading runs left there is removed first."""
-    for stale in Path(tempfile.gettempdir()).glob("course-grader-*-*"):
-        pid = stale.name.split("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"course-grader-{os.getpid()}-"))
 
 
 def default_out_dir(lesson: str) -> Path:

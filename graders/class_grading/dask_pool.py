@@ -15,11 +15,10 @@ autograded notebook and the feedback page as text, which the parent writes where
 Each Dask worker thread keeps one worker program alive between tasks (its imports are paid once),
 in its own session, killed if the thread's process dies (``PR_SET_PDEATHSIG``), so a worker
 killed mid-task leaves no grader behind; the scheduler gives the task to another worker
-(``distributed.scheduler.allowed-failures`` times). Each thread also holds a **slot**: the lowest
-number from ``FIRST_SLOT`` up whose lock file (``$TMPDIR/course-grader-slots/<n>.lock``, ``flock``)
-no other thread or process on that machine holds, so two tasks running at once on one machine never
-share a slot (the slot names the kernel's sandbox user, ``sandbox.slot_uid``). Local grading numbers
-its workers from 0, so Dask slots start half-way through the range: a machine may run both.
+(``distributed.scheduler.allowed-failures`` times). Each thread also holds a **slot**
+(``sandbox.claim_slot``, a lock file no other grader on that machine holds), so two tasks running at
+once on one machine never share a sandbox user. Dask slots come from ``SLOTS``, above the local
+pools' ``sandbox.LOCAL_SLOTS``: a machine may run both.
 Run workers with ``--nthreads 1``: one submission at a time per worker process.
 """
 
@@ -38,8 +37,8 @@ import traceback
 import uuid
 from pathlib import Path
 
-from graders.class_grading.pool import Outcome
-from graders.class_grading.sandbox import NoFreeSlot, claim_slot
+from graders.class_grading.pool import Outcome, kill_session
+from graders.class_grading.sandbox import NoFreeSlot, claim_slot, socket_root
 
 ENVIRONMENT = ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR")  # what grading reads from the parent
 MAX_RETURNED_BYTES = 256 * 1024**2
@@ -261,8 +260,6 @@ class ThreadGrader:
     unpacked and a kernelspec, and a running worker program."""
 
     def __init__(self):
-        from graders.class_grading.classroom import socket_root
-
         self.slot, self._slot_handle = claim_slot(SLOTS)
         # a short folder named after this process: swept by later runs once the process is gone
         self.root = socket_root()
@@ -349,7 +346,7 @@ class ThreadGrader:
 
         process = self._program()
         expired = threading.Event()
-        timer = threading.Timer(timeout, lambda: (expired.set(), _kill_session(process)))
+        timer = threading.Timer(timeout, lambda: (expired.set(), kill_session(process)))
         timer.start()
         try:
             process.stdin.write(line + "\n")
@@ -381,20 +378,13 @@ class ThreadGrader:
         process, self.process = self.process, None
         if process is None:
             return
-        _kill_session(process)
+        kill_session(process)
         process.wait()
         for pipe in (process.stdin, process.stdout):
             try:
                 pipe.close()
             except OSError:
                 pass
-
-
-def _kill_session(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 class WorkerNotReady(RuntimeError):

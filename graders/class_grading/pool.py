@@ -31,6 +31,14 @@ class Outcome:
     detail: str = ""
 
 
+def kill_session(process: subprocess.Popen) -> None:
+    """SIGKILL to ``process``'s whole session: a grading worker and the kernels it started."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class WorkerProcess:
     """One ``python -m graders.class_grading.worker`` process, in its own session so it dies whole."""
 
@@ -58,10 +66,7 @@ class WorkerProcess:
         return job
 
     def stop(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_session(self.process)
         self.process.wait()
         self.log.close()
 

@@ -14,11 +14,13 @@ The kernelspec starts ``python -m graders.class_grading.sandbox <connection_file
 limits, derives the socket folder from the connection file, and replaces itself with bubblewrap.
 """
 
+import fcntl
 import json
 import os
 import resource
 import shutil
 import sys
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -115,9 +117,6 @@ def _parents(path: Path) -> list[Path]:
 def claim_slot(slots: range, folder: Path | None = None) -> tuple[int, object]:
     """The lowest slot number no other holder on this machine has locked; keep the handle open to
     keep it (the lock goes with the handle, or with the process)."""
-    import fcntl
-    import tempfile
-
     folder = Path(folder or Path(tempfile.gettempdir()) / SLOTS_DIR)
     folder.mkdir(exist_ok=True)
     for number in slots:
@@ -130,6 +129,26 @@ def claim_slot(slots: range, folder: Path | None = None) -> tuple[int, object]:
         return number, handle
     raise NoFreeSlot(f"all {len(slots)} grading slots of this machine are taken by running graders: "
                      "grade with fewer workers, or wait for the other runs to end")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def socket_root() -> Path:
+    """A short folder for kernel sockets (unix socket paths stay under ~100 bytes, whatever the
+    class folder and student names); what killed grading runs left there is removed first."""
+    for stale in Path(tempfile.gettempdir()).glob("course-grader-*-*"):
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"course-grader-{os.getpid()}-"))
 
 
 def slot_uid(slot: int) -> int:
