@@ -30,6 +30,11 @@ WORDS = {
         "not_shares": "no comparte memoria con el original",
         "raised": "lanzó una excepción",
         "no_exception": "que termine sin lanzar ninguna excepción",
+        "more": "si sigues sin verlo",
+        "statements": "afirmaciones bien clasificadas: {right} de {total}",
+        "review": "repasa",
+        "keys": "las claves de ANSWERS no son las del enunciado",
+        "bool": "cada valor debe ser True o False",
     },
     "en": {
         "expected": "expected",
@@ -49,6 +54,11 @@ WORDS = {
         "not_shares": "does not share memory with the original",
         "raised": "raised an exception",
         "no_exception": "to finish without raising an exception",
+        "more": "if you are still stuck",
+        "statements": "statements classified right: {right} of {total}",
+        "review": "review",
+        "keys": "the keys of ANSWERS are not the ones the exercise lists",
+        "bool": "each value must be True or False",
     },
 }
 
@@ -62,7 +72,11 @@ class CheckFailed(AssertionError):
 
 
 def say(texts) -> str:
-    """Pick the current language from ``{"es": ..., "en": ...}``; a plain string passes through."""
+    """Pick the current language from ``{"es": ..., "en": ...}``; a plain string passes through.
+
+    A hint may also name an exercise under ``"more"``: that exercise has a second hint, which
+    ``hint(...)`` prints when the student asks for it.
+    """
     if isinstance(texts, dict):
         return texts.get(get_language()) or texts.get("en") or next(iter(texts.values()))
     return str(texts)
@@ -89,6 +103,8 @@ def fail(name: str, problem: str, expected: str, got: str, hint=None, detail: st
         lines.append(f"  {words['detail']}: {detail}")
     if hint:
         lines.append(f"  {words['hint']}: {say(hint)}")
+    if isinstance(hint, dict) and hint.get("more"):
+        lines.append(f"  {words['more']}: hint({hint['more']!r})")
     raise CheckFailed("\n".join(lines))
 
 
@@ -224,3 +240,30 @@ def check_runs(function, *args, name: str, hint=None, **kwargs):
     # outside the except block, so the student's traceback is not chained to the check's own
     words = _words()
     fail(name, words["raised"], words["no_exception"], raised, hint)
+
+
+def check_statements(answers, keys, *, hint=None) -> None:
+    """A concept check's ``ANSWERS``: a dict with exactly ``keys``, each mapped to True or False."""
+    __tracebackhide__ = True
+    words = _words()
+    check_type(answers, dict, name="ANSWERS", hint=hint)
+    if sorted(answers) != sorted(keys):
+        fail("ANSWERS", words["keys"], describe(sorted(keys)), describe(sorted(answers)), hint)
+    for key in keys:
+        if not isinstance(answers[key], bool):
+            fail(f"ANSWERS[{key!r}]", words["bool"], "True | False", describe(answers[key]), hint)
+
+
+def score_statements(answers, truth: dict, points: float) -> float:
+    """Partial credit for a concept check: each statement classified right earns its share.
+
+    Prints how many were right and which to review; the returned number, left as the last
+    expression of a grade cell, is the score nbgrader gives that cell.
+    """
+    words = _words()
+    wrong = [key for key, value in truth.items() if answers.get(key) is not value]
+    right = len(truth) - len(wrong)
+    print(words["statements"].format(right=right, total=len(truth)))
+    if wrong:
+        print(f"{words['review']}: {', '.join(wrong)}")
+    return round(points * right / len(truth), 2)

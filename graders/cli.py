@@ -26,9 +26,9 @@ def _run(args) -> int:
 def _release(args) -> int:
     from graders.release.editions import build_course, release
 
-    for path in release(args.out / "editions"):
+    for path in release(args.out / "editions", lessons=args.lesson):
         print(f"wrote {path}")
-    course_dir = build_course(args.out / "course", "en")
+    course_dir = build_course(args.out / "course", "en", args.lesson)
     print(f"nbgrader course directory (source/, release/, gradebook.db): {course_dir}")
     return 0
 
@@ -166,8 +166,11 @@ def main(argv=None) -> int:
     check.add_argument("notebook")
     check.set_defaults(handler=_check)
 
-    commands.add_parser("release", help="regenerate notebooks/<lang>/ and the nbgrader course "
-                        "directory").set_defaults(handler=_release)
+    release = commands.add_parser("release", help="regenerate notebooks/<lang>/ and the nbgrader "
+                                  "course directory")
+    release.add_argument("--lesson", action="append", choices=LESSONS,
+                         help="only this lesson (repeatable; default: every lesson)")
+    release.set_defaults(handler=_release)
     commands.add_parser("data", help="make FashionMNIST available in data/").set_defaults(
         handler=_data)
 

@@ -7,8 +7,10 @@
   handler of execute requests (before IPython transforms the cell) and IPython's ``pre_run_cell``
   event. What it restores:
 
-  - the checks in ``graders.checks``, ``torch.testing.assert_close``, the names ``checks`` and
-    ``torch`` in the notebook, and the values of every builtin (``isinstance``, ``print``…);
+  - the checks in ``graders.checks`` and in the per-lesson modules of ``graders.lesson_checks``
+    (their functions, their classes' methods, their entries in ``sys.modules``),
+    ``torch.testing.assert_close``, the names ``checks`` and ``torch`` in the notebook, and the
+    values of every builtin (``isinstance``, ``print``…);
   - IPython's input transformers (cleanup, line, token and post), AST transformers, event
     callbacks, custom exception handlers, display hook, display publisher and formatters, and
     every method of the shell, of the kernel and of their classes (``showtraceback``,
@@ -51,6 +53,17 @@ def _methods(obj) -> list:
             for name, value in vars(cls).items() if callable(value) and not name.startswith("__")]
 
 
+def _contents(module) -> list:
+    """(owner, name, value) for every name of ``module`` and of the classes it defines."""
+    contents = [(module, name, value) for name, value in vars(module).items()
+                if not name.startswith("__")]
+    classes = [value for value in vars(module).values()
+               if isinstance(value, type) and value.__module__ == module.__name__]
+    contents += [(cls, name, value) for cls in classes for name, value in vars(cls).items()
+                 if name not in ("__dict__", "__weakref__")]
+    return contents
+
+
 class ExecutionGuard:
     """A snapshot of the kernel's execution path, put back by :meth:`restore` before every cell."""
 
@@ -58,7 +71,7 @@ class ExecutionGuard:
         import torch
         import torch.testing
 
-        from graders import checks
+        from graders import checks, lesson_checks
 
         self.shell = shell
         self.kernel = getattr(shell, "kernel", None)
@@ -66,8 +79,9 @@ class ExecutionGuard:
         self.names = {"checks": checks, "torch": torch}
         self.attributes = [(torch.testing, "assert_close", torch.testing.assert_close),
                            (warnings, "showwarning", _show_on_stdout)]
-        self.attributes += [(checks, name, value) for name, value in vars(checks).items()
-                            if callable(value) and not name.startswith("__")]
+        check_modules = [checks, lesson_checks, *lesson_checks.lesson_modules()]
+        self.modules = {module.__name__: module for module in check_modules}
+        self.attributes += [attribute for module in check_modules for attribute in _contents(module)]
         self.attributes += [method for owner in self.owners for method in _methods(owner)]
         self.attributes += [(sys, name, getattr(sys, name))
                             for name in ("displayhook", "excepthook", "stdout", "stderr")]
@@ -118,6 +132,9 @@ class ExecutionGuard:
             elif table != contents:
                 table.clear()
                 table.update(contents)
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                sys.modules[name] = module
         sys.settrace(self.trace[0])
         sys.setprofile(self.trace[1])
         for name, module in self.names.items():

@@ -1,3 +1,4 @@
+import re
 import warnings
 
 import pytest
@@ -120,3 +121,27 @@ def test_checks_emit_no_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         checks.check_close(torch.tensor([1.0]), torch.tensor([1.0]), name="x")
+
+
+def test_a_hint_with_a_second_hint_says_how_to_ask_for_it():
+    with pytest.raises(CheckFailed) as caught:
+        checks.check_equal(1, 2, name="f()", hint={**HINT, "more": "some_exercise"})
+    assert str(caught.value).endswith("hint: hint in English\n  if you are still stuck: hint('some_exercise')")
+
+
+def test_check_statements_wants_exactly_the_keys_each_true_or_false():
+    checks.check_statements({"a": True, "b": False}, ["a", "b"])
+    for answers, problem in [([True], "the type is not"), ({"a": True}, "the keys of ANSWERS"),
+                             ({"a": True, "b": 1}, "ANSWERS['b']: each value must be True or False")]:
+        with pytest.raises(CheckFailed, match=re.escape(problem)):
+            checks.check_statements(answers, ["a", "b"], hint=HINT)
+
+
+def test_score_statements_gives_each_statement_its_share_and_names_the_wrong_ones(capsys):
+    truth = {"a": True, "b": False, "c": False}
+    assert checks.score_statements({"a": True, "b": False, "c": False}, truth, points=2) == 2
+    assert checks.score_statements({"a": True, "b": True, "c": False}, truth, points=2) == 1.33
+    assert checks.score_statements({"a": 1, "b": True, "c": True}, truth, points=2) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1:] == ["statements classified right: 2 of 3", "review: b",
+                           "statements classified right: 0 of 3", "review: a, b, c"]

@@ -67,3 +67,12 @@ def test_an_edited_grade_cell_is_restored_before_grading(course_dir, tmp_path):
     nb = replace_cell(read_edition(LESSON, "en"), "test_pairwise_distances", "pass")
     score = _grade(course_dir, tmp_path, "editor", nb)
     assert score.cells["test_pairwise_distances"] == (0, 2)
+
+
+def test_a_concept_check_with_one_wrong_statement_earns_the_other_statements_share(course_dir, tmp_path):
+    answers = solution_sources(read_source(LESSON))["concept_check"]
+    one_slip = answers + '\nANSWERS["view_copies"] = not ANSWERS["view_copies"]\n'
+    score = _grade(course_dir, tmp_path, "one-slip", replace_cell(_solved(), "concept_check", one_slip))
+    assert score.cells["test_concept_check"] == (1.67, 2)
+    html = generate_feedback(course_dir, LESSON, "one-slip").read_text()
+    assert "statements classified right: 5 of 6" in html and "review: view_copies" in html

@@ -7,9 +7,11 @@ import sys
 from graders.lessons import ROOT
 
 # What a kernel imports: the lesson helpers, the checks, and the kernel's start-up.
+LESSON_CHECKS = sorted((ROOT / "graders" / "lesson_checks").glob("*.py"))
 KERNEL_SIDE = [*sorted((ROOT / "course").rglob("*.py")), ROOT / "graders" / "checks.py",
-               ROOT / "graders" / "kernel_startup.py"]
-KERNEL_MODULES = {"graders.checks", "graders.kernel_startup"}
+               ROOT / "graders" / "kernel_startup.py", *LESSON_CHECKS]
+KERNEL_MODULES = {"graders.checks", "graders.kernel_startup", "graders.lesson_checks"} | {
+    f"graders.lesson_checks.{path.stem}" for path in LESSON_CHECKS if path.stem != "__init__"}
 
 
 def _imported_modules(path) -> set[str]:
@@ -33,6 +35,7 @@ def test_kernel_side_modules_import_nothing_from_the_host_side():
 
 def test_a_kernel_that_imports_every_lesson_helper_loads_no_host_module():
     code = ("import pkgutil, importlib, sys, course, graders.checks, graders.kernel_startup\n"
+            "import graders.lesson_checks; graders.lesson_checks.lesson_modules()\n"
             "for info in pkgutil.walk_packages(course.__path__, 'course.'):\n"
             "    importlib.import_module(info.name)\n"
             "print(sorted(m for m in sys.modules if m.startswith('graders.')))")

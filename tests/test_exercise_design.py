@@ -1,0 +1,139 @@
+"""Exercises that teach: no answer in sight, short grade cells, hints that resolve, partial credit.
+
+- No line of a reference solution (whitespace ignored; comments and lines under 12 characters
+  aside) appears in a grade cell of either edition, in the per-lesson check modules the students
+  receive, or in any hint.
+- The visible part of every grade cell is at most 15 lines.
+- Every exercise has a first hint in its lesson's module; second hints exist only for exercises.
+- Every concept check scores each statement (partial credit).
+"""
+
+import inspect
+import re
+
+import pytest
+
+from graders import lesson_checks
+from graders.lesson_checks import hint, more_hints
+from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
+from lesson_files import LESSONS, read_edition, read_source
+
+SHORTEST_ANSWER_LINE = 12
+LONGEST_VISIBLE_GRADE_CELL = 15
+LANGUAGES = ("es", "en")
+
+
+def _without_comment(line: str) -> str:
+    """The line up to its first ``#`` that is outside a string literal."""
+    quote = None
+    for position, char in enumerate(line):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            return line[:position]
+    return line
+
+
+def squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def answer_lines(source: str) -> list[str]:
+    """The lines of a solution cell's answer, squeezed, long enough to give something away."""
+    lines = source.splitlines()
+    if any("### BEGIN SOLUTION" in line for line in lines):
+        begin = next(i for i, line in enumerate(lines) if "### BEGIN SOLUTION" in line)
+        end = next(i for i, line in enumerate(lines) if "### END SOLUTION" in line)
+        lines = lines[begin + 1:end]
+    squeezed = (squeeze(_without_comment(line)) for line in lines)
+    return [line for line in squeezed if len(line) >= SHORTEST_ANSWER_LINE]
+
+
+def module_for(lesson: str):
+    return getattr(lesson_checks, lesson.split("_", 1)[1], None) or pytest.fail(
+        f"graders/lesson_checks/{lesson.split('_', 1)[1]}.py is missing")
+
+
+def hint_texts(module) -> list[str]:
+    hints = [*getattr(module, "HINTS", {}).values(), *getattr(module, "MORE_HINTS", {}).values()]
+    return [hint[language] for hint in hints for language in LANGUAGES]
+
+
+def exercises(lesson: str) -> dict[str, str]:
+    """Exercise id → source of its solution cell, concept check included."""
+    return {grade_id(cell): cell.source for cell in read_source(lesson).cells
+            if is_solution_cell(cell) and cell.cell_type == "code"}
+
+
+lesson_checks.lesson_modules()
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_answer_line_is_readable_by_a_student(lesson):
+    places = {f"{language} edition, {grade_id(cell)}": squeeze(cell.source)
+              for language in LANGUAGES for cell in read_edition(lesson, language).cells
+              if is_grade_cell(cell)}
+    module = module_for(lesson)
+    places[f"{module.__name__} (source)"] = squeeze(inspect.getsource(module))
+    places.update({f"hint {text[:40]!r}": squeeze(text) for text in hint_texts(module)})
+    leaks = [f"{exercise}: {line!r} in {place}" for exercise, source in exercises(lesson).items()
+             for line in answer_lines(source) for place, text in places.items() if line in text]
+    assert not leaks, "\n".join(leaks)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_visible_grade_cells_read_like_a_specification(lesson):
+    long_cells = {grade_id(cell): len(cell.source.rstrip().splitlines())
+                  for language in LANGUAGES for cell in read_edition(lesson, language).cells
+                  if is_grade_cell(cell)}
+    assert {cell: lines for cell, lines in long_cells.items()
+            if lines > LONGEST_VISIBLE_GRADE_CELL} == {}
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_exercise_has_a_first_hint_in_both_languages(lesson):
+    module = module_for(lesson)
+    hints = getattr(module, "HINTS", {})
+    graded = [exercise for exercise in exercises(lesson) if exercise != "concept_check"]
+    assert [exercise for exercise in graded if exercise not in hints] == []
+    for exercise, texts in hints.items():
+        assert all(texts.get(language, "").strip() for language in LANGUAGES), exercise
+        assert texts.get("more") in (None, *more_hints()), f"{exercise}: no second hint to point at"
+
+
+def test_second_hints_belong_to_exercises_and_speak_both_languages():
+    every_exercise = {exercise for lesson in LESSONS for exercise in exercises(lesson)}
+    assert set(more_hints()) <= every_exercise
+    for exercise, texts in more_hints().items():
+        assert all(texts.get(language, "").strip() for language in LANGUAGES), exercise
+
+
+def test_hint_prints_the_second_hint_in_the_editions_language(capsys, monkeypatch):
+    exercise, texts = next(iter(more_hints().items()))
+    for language in LANGUAGES:
+        monkeypatch.setattr("graders.checks.get_language", lambda language=language: language)
+        hint(exercise)
+        assert capsys.readouterr().out.strip() == texts[language].strip()
+
+
+def test_hint_for_an_unknown_exercise_names_the_ones_that_have_one():
+    with pytest.raises(KeyError) as raised:
+        hint("no_such_exercise")
+    assert "no_such_exercise" in str(raised.value)
+    assert next(iter(more_hints())) in str(raised.value)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_concept_checks_give_partial_credit(lesson):
+    cell = next(c for c in read_source(lesson).cells if grade_id(c) == "test_concept_check")
+    hidden = cell.source.split("### BEGIN HIDDEN TESTS")[-1]
+    last_line = hidden.split("### END HIDDEN TESTS")[0].strip().splitlines()[-1]
+    assert last_line.startswith("checks.score_statements("), last_line
+
+
+def test_the_leak_measure_finds_an_answer_line_and_ignores_short_lines_and_comments():
+    source = ("def f(x):\n    ### BEGIN SOLUTION\n    y = x.sum(dim=0)  # along rows\n"
+              "    # a long explanatory comment\n    return y\n    ### END SOLUTION\n")
+    assert answer_lines(source) == ["y=x.sum(dim=0)"]
