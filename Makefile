@@ -7,18 +7,22 @@ FAST ?= 0
 DEVICE ?= auto
 WORKERS ?= auto
 
-.PHONY: setup system-packages data run test test-fast lab release grade check bench clean
+.PHONY: setup system-packages test-packages data run test test-fast test-browser wheel lab release grade check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[pinned,grading,dev]'
 	touch $(STAMP)
 
 # The Debian packages (FashionMNIST, the grader's sandbox): installed when root or passwordless
 # sudo allows it, otherwise make stops with the one command to run.
 system-packages:
 	@$(PYTHON) tools/system_packages.py
+
+# What only the tests need besides: Chromium, for the lessons in JupyterLab.
+test-packages:
+	@$(PYTHON) tools/system_packages.py --tests
 
 data: system-packages $(STAMP)
 	$(BIN)/course data
@@ -32,13 +36,22 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg $(BIN)/python -m pytest
 
 # Test workers execute notebooks side by side: one math thread each avoids oversubscribing.
 # The class grader's tests start their own parallel workers, so they run afterwards, alone.
-test: setup
+test: setup test-packages
 	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not classroom"
 	$(PYTEST) -m classroom
 
-# The quick loop while working: no notebook or kernel executions, no class grading.
+# The quick loop while working: no notebook or kernel executions, no class grading, no browser.
 test-fast: setup
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not notebook and not classroom"
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not notebook and not classroom and not browser"
+
+# Every lesson of both editions in JupyterLab in headless Chromium; screenshots in build/browser/.
+test-browser: setup test-packages
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m browser
+
+# The course as one package (lesson helpers, checks, graders) for Colab, a JupyterHub or a Dask
+# worker: pip install dist/pytorch_course-*.whl
+wheel: $(STAMP)
+	$(BIN)/pip wheel --no-deps --quiet -w dist .
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/

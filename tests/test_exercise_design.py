@@ -12,11 +12,11 @@ import inspect
 import re
 
 import pytest
+from lesson_files import LESSONS, read_edition, read_source
 
 from graders import lesson_checks
 from graders.lesson_checks import hint, more_hints
 from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
-from lesson_files import LESSONS, read_edition, read_source
 
 SHORTEST_ANSWER_LINE = 12
 LONGEST_VISIBLE_GRADE_CELL = 15

@@ -51,10 +51,22 @@ def test_main_installs_as_root_and_stops_otherwise(monkeypatch, capsys, is_root,
     monkeypatch.setattr(system_packages, "is_installed", lambda package: False)
     monkeypatch.setattr(system_packages, "can_sudo", lambda: False)
     monkeypatch.setattr(system_packages.os, "geteuid", lambda: 0 if is_root else 1000)
-    monkeypatch.setattr(system_packages.subprocess, "run",
-                        lambda command, **_: commands.append(command) or subprocess.CompletedProcess(command, 0))
-    assert system_packages.main() == expected
+    def run(command, **_):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(system_packages.subprocess, "run", run)
+    assert system_packages.main([]) == expected
     if is_root:
         assert commands[-1][:2] == ["apt-get", "install"] and commands[-1][-2:] == PACKAGES
     else:
         assert commands == [] and "sudo apt-get install" in capsys.readouterr().err
+
+
+def test_the_tests_also_need_chromium(monkeypatch):
+    asked = []
+    monkeypatch.setattr(system_packages, "plan", lambda packages, **_: asked.append(packages)
+                        or system_packages.Plan("nothing", [], []))
+    system_packages.main(["--tests"])
+    system_packages.main([])
+    assert asked == [PACKAGES + ["chromium"], PACKAGES]

@@ -1,6 +1,7 @@
 """Install the Debian packages the course needs, when this machine allows it; else say how.
 
-``make setup`` runs this with the system's Python (standard library only, before any venv):
+``make setup`` runs this with the system's Python (standard library only, before any venv);
+``make test`` runs it with ``--tests``, which adds what only the tests need:
 
 - already installed: nothing to do;
 - root, or sudo without a password: ``apt-get install`` them, saying what and why;
@@ -18,7 +19,10 @@ from dataclasses import dataclass
 WHY = {
     "dataset-fashion-mnist": "FashionMNIST's four files, so that the lessons run without internet",
     "bubblewrap": "the sandbox in which `make grade` runs each student's code",
+    "chromium": "the browser in which the tests open every lesson in JupyterLab",
 }
+COURSE_PACKAGES = ["dataset-fashion-mnist", "bubblewrap"]
+TEST_PACKAGES = [*COURSE_PACKAGES, "chromium"]
 
 
 @dataclass
@@ -76,9 +80,10 @@ def explain(chosen: Plan) -> str:
     return ""
 
 
-def main() -> int:
-    chosen = plan(list(WHY), has_apt=bool(shutil.which("apt-get")), installed=is_installed,
-                  is_root=os.geteuid() == 0, sudo_works=can_sudo)
+def main(argv=None) -> int:
+    tests = "--tests" in (sys.argv[1:] if argv is None else argv)
+    chosen = plan(TEST_PACKAGES if tests else COURSE_PACKAGES, has_apt=bool(shutil.which("apt-get")),
+                  installed=is_installed, is_root=os.geteuid() == 0, sudo_works=can_sudo)
     message = explain(chosen)
     if message:
         print(message, file=sys.stderr if chosen.action == "ask" else sys.stdout)
