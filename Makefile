@@ -42,7 +42,7 @@ test: setup test-packages
 
 # The quick loop while working: no notebook or kernel executions, no class grading, no browser.
 test-fast: setup
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not notebook and not classroom and not browser"
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not notebook and not classroom"
 
 # Every lesson of both editions in JupyterLab in headless Chromium; screenshots in build/browser/.
 test-browser: setup test-packages

@@ -17,7 +17,8 @@ from course.settings import LANGUAGES
 from graders.lessons import BUILD
 from graders.release.editions import fill_solutions, solution_sources
 
-pytestmark = pytest.mark.browser
+# Executes notebooks too: left out wherever notebook executions are.
+pytestmark = [pytest.mark.browser, pytest.mark.notebook]
 SHOTS = BUILD / "browser"
 
 BROKEN_WIDGET = '''import ipywidgets, traitlets
