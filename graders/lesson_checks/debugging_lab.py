@@ -1,0 +1,889 @@
+"""Lesson 05 (debugging lab): the spies, recorders and visible checks its grade cells call.
+
+The checks watch what a student's function does instead of redoing it: a :class:`Trace` collects
+the forward passes of a :class:`RecordingModel`, the gradients backward delivers (hooks on the
+parameters, which run before the gradient is added to ``.grad``) and the updates of a
+:class:`SpySGD`. Hidden tests compare with reference implementations that live in the grade cells.
+"""
+
+import contextlib
+import copy
+import gc
+import math
+import re
+import tempfile
+import warnings
+import weakref
+from pathlib import Path
+from unittest import mock
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from graders import checks
+
+# ------------------------------------------------------------------------------------------- hints
+HINTS = {
+    "train_step_fixed": {
+        "es": "`backward()` suma a lo que ya hay en `.grad`: hay que vaciarlo antes de calcular los "
+              "gradientes nuevos, y `step()` solo puede usar gradientes que ya existen. Devuelve la "
+              "pérdida como número de Python. Ver el paso de referencia de la sección 0 y la sección 1.",
+        "en": "`backward()` adds to whatever `.grad` holds: clear it before computing the new "
+              "gradients, and `step()` can only use gradients that already exist. Return the loss as "
+              "a Python number. See the reference step in section 0, and section 1.",
+    },
+    "clipped_train_step": {
+        "es": "recortar actúa sobre lo que hay en `.grad` en ese momento: solo sirve cuando los "
+              "gradientes de este lote ya existen y antes de que el optimizador los use. Ver sección 2.",
+        "en": "clipping acts on whatever `.grad` holds at that moment: it only helps once this batch's "
+              "gradients exist and before the optimizer uses them. See section 2.",
+    },
+    "logits_on_model_device": {
+        "es": "pregunta al modelo dónde viven sus parámetros y lleva el lote allí, sin escribir el "
+              "nombre de ningún dispositivo. Ver sección 3.",
+        "en": "ask the model where its parameters live and take the batch there, without writing the "
+              "name of any device. See section 3.",
+    },
+    "predict": {
+        "es": "el modo evaluación cambia Dropout y BatchNorm, pero no apaga autograd: hace falta "
+              "además un contexto que no construya el grafo. Ver sección 4.",
+        "en": "evaluation mode changes Dropout and BatchNorm but does not turn autograd off: you also "
+              "need a context in which no graph is built. See section 4.",
+    },
+    "save_and_reload": {
+        "es": "el archivo debe llevar solo el diccionario de tensores del modelo (nada que ejecutar); "
+              "el modelo nuevo lo construye el código (`make_model`) y recibe los pesos leídos del "
+              "archivo. Ver sección 5.",
+        "en": "the file must hold only the model's dictionary of tensors (nothing to execute); the new "
+              "model is built by the code (`make_model`) and receives the weights read from the "
+              "file. See section 5.",
+        "more": "save_and_reload",
+    },
+    "classifier": {
+        "es": "`F.cross_entropy` aplica `log_softmax` por su cuenta: el modelo debe devolver las "
+              "puntuaciones crudas de su última capa, y el softmax queda para cuando quieras "
+              "probabilidades. Ver sección 6.",
+        "en": "`F.cross_entropy` applies `log_softmax` itself: the model must return the raw scores of "
+              "its last layer, and softmax is only for when you want probabilities. See section 6.",
+    },
+    "regression_loss": {
+        "es": "`(N, 1)` contra `(N,)` se difunde (broadcasting) a una matriz `(N, N)` que compara cada "
+              "predicción con cada objetivo: lleva las dos a la misma forma antes. Ver sección 7.",
+        "en": "`(N, 1)` against `(N,)` broadcasts into an `(N, N)` matrix that compares every prediction "
+              "with every target: bring both to the same shape first. See section 7.",
+    },
+    "train_epoch_fixed": {
+        "es": "cada pérdida arrastra el grafo de su lote; sumar tensores encadena los grafos de todos "
+              "los lotes. Acumula números de Python y promedia sobre los lotes. Ver sección 8.",
+        "en": "each loss drags its batch's graph along; adding tensors chains the graphs of every "
+              "batch. Accumulate Python numbers and average over the batches. See section 8.",
+        "more": "train_epoch_fixed",
+    },
+    "evaluate_fixed": {
+        "es": "evaluar es modo evaluación y sin grafo; al terminar, el modelo debe quedar en el modo "
+              "en que llegó, así que anótalo antes de cambiarlo. Ver sección 9.",
+        "en": "evaluating means evaluation mode and no graph; when done, the model must be left in the "
+              "mode it arrived in, so note it down before changing it. See section 9.",
+        "more": "evaluate_fixed",
+    },
+    "residual_block_fixed": {
+        "es": "`h += x` modifica en su sitio la salida de `relu`, que autograd guardó para la pasada "
+              "hacia atrás: calcula la suma como un tensor nuevo. Ver sección 10.",
+        "en": "`h += x` modifies in place the output of `relu`, which autograd saved for the backward "
+              "pass: compute the sum as a new tensor. See section 10.",
+    },
+    "first_bad_step": {
+        "es": "los pasos se cuentan desde 1; en cuanto una pérdida no sea finita (`math.isfinite`), "
+              "devuelve el número de ese paso sin entrenar más; `None` solo si ninguno falló. "
+              "Ver sección 11.",
+        "en": "steps count from 1; as soon as a loss is not finite (`math.isfinite`), return that "
+              "step's number without training any further; `None` only if none failed. See section 11.",
+        "more": "first_bad_step",
+    },
+    "train_step_final": {
+        "es": "son dos errores del laboratorio a la vez: los gradientes viejos en `.grad` (sección 1) y "
+              "el modo evaluación que se queda puesto (sección 9). Ver sección 12.",
+        "en": "these are two of the lab's bugs at once: old gradients in `.grad` (section 1) and an "
+              "evaluation mode that stays on (section 9). See section 12.",
+        "more": "train_step_final",
+    },
+    "train_step_final_diagnose": {
+        "es": "ejecuta `diagnose(train_step_final, model, batch)` y lee el mensaje y el arreglo de cada "
+              "hallazgo. Ver secciones 0 y 12.",
+        "en": "run `diagnose(train_step_final, model, batch)` and read the message and the fix of each "
+              "finding. See sections 0 and 12.",
+    },
+    "concept_check": {
+        "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; repasa el resumen.",
+        "en": "ANSWERS is a dict with exactly those keys and True or False values; review the summary.",
+    },
+}
+
+MORE_HINTS = {
+    "save_and_reload": {
+        "es": "Tres partes: (1) al archivo va el diccionario de parámetros y buffers del modelo, no "
+              "el objeto; (2) el modelo nuevo sale de llamar a la fábrica una sola vez; (3) lo que "
+              "leas del archivo es un diccionario, y el modelo nuevo tiene un método para adoptarlo "
+              "como sus pesos. Lo devuelto es ese modelo nuevo.",
+        "en": "Three parts: (1) what goes into the file is the model's dictionary of parameters and "
+              "buffers, not the object; (2) the new model comes from calling the factory exactly "
+              "once; (3) what you read back is a dictionary, and the new model has a method to adopt "
+              "it as its weights. Return that new model.",
+    },
+    "train_epoch_fixed": {
+        "es": "Dentro del bucle, cada lote es un paso de entrenamiento completo como el del ejercicio "
+              "1, con `loss_fn` en lugar de la entropía cruzada. Lleva un total que sea un número de "
+              "Python (el valor de la pérdida, como lo devuelve el paso de la sección 0) y, tras el "
+              "bucle, divídelo entre el número de lotes.",
+        "en": "Inside the loop each batch is one full training step like exercise 1's, with `loss_fn` "
+              "instead of cross-entropy. Keep a running total that is a Python number (the loss's "
+              "value, as the step of section 0 returns it) and, after the loop, divide it by the "
+              "number of batches.",
+    },
+    "evaluate_fixed": {
+        "es": "Tres momentos: antes de nada, guarda en una variable si el modelo estaba entrenando; "
+              "en medio, modo evaluación y, sin grafo, la fracción de aciertos del `argmax` (un "
+              "`float`); al final, vuelve a poner el modo guardado, también cuando era evaluación.",
+        "en": "Three moments: first of all, keep in a variable whether the model was training; in the "
+              "middle, evaluation mode and, without a graph, the fraction of right `argmax`es (a "
+              "`float`); at the end, put the saved mode back, also when it was evaluation.",
+    },
+    "first_bad_step": {
+        "es": "Un bucle sobre los números de paso de 1 a `max_steps` inclusive, con una llamada a "
+              "`train_step` por vuelta; sal de la función en cuanto la pérdida no sea finita. Si el "
+              "bucle termina, ninguna lo fue.",
+        "en": "A loop over the step numbers from 1 to `max_steps` inclusive, one call to `train_step` "
+              "per turn; leave the function as soon as the loss is not finite. If the loop ends, "
+              "none was.",
+    },
+    "train_step_final": {
+        "es": "Piénsalo en tres bloques: (1) el paso del ejercicio 1, tras asegurarte de que el modelo "
+              "está en modo entrenamiento (puede llegar en evaluación); (2) la exactitud como en el "
+              "ejercicio 9, con el modelo ya actualizado; (3) antes de devolver, otra vez modo "
+              "entrenamiento. Devuelve dos `float` de Python.",
+        "en": "Think of it as three blocks: (1) the step of exercise 1, after making sure the model is "
+              "in training mode (it may arrive in evaluation mode); (2) the accuracy as in exercise 9, "
+              "with the already updated model; (3) before returning, training mode again. Return two "
+              "Python `float`s.",
+    },
+}
+
+CONCEPT_KEYS = ["backward_replaces_grad", "eval_stops_graph", "ce_wants_probabilities",
+                "mse_shape_error", "item_frees_graph", "load_whole_model_default",
+                "inplace_always_safe", "nan_suspect_lr"]
+
+
+# ------------------------------------------------------------------------------------ tiny data
+def seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def classification_batch(n: int, n_in: int, n_classes: int, generator, scale: float = 1.0):
+    """Random inputs and labels: a batch no answer can know in advance."""
+    return (scale * torch.randn(n, n_in, generator=generator),
+            torch.randint(0, n_classes, (n,), generator=generator))
+
+
+def mlp(n_in: int, n_hidden: int, n_out: int, *, batchnorm=False, dropout=0.0, activation=nn.ReLU):
+    """A small classifier, optionally with BatchNorm and Dropout (the layers whose mode matters)."""
+    layers = [nn.Linear(n_in, n_hidden)]
+    layers += [nn.BatchNorm1d(n_hidden)] if batchnorm else []
+    layers += [activation()]
+    layers += [nn.Dropout(dropout)] if dropout else []
+    return nn.Sequential(*layers, nn.Linear(n_hidden, n_out))
+
+
+def warmed_up(model, n_in: int, generator):
+    """The model after one training-mode forward: BatchNorm's running statistics leave their defaults."""
+    model(torch.randn(32, n_in, generator=generator))
+    return model
+
+
+def leave_old_gradients(model, value: float = 0.5) -> None:
+    """Fill ``.grad`` as an earlier step would have left it."""
+    for param in model.parameters():
+        param.grad = torch.full_like(param, value)
+
+
+@torch.no_grad()
+def eval_outputs(model, x):
+    """What the model gives in evaluation mode, computed on a copy (the original is not touched)."""
+    return copy.deepcopy(model).train(False)(x)
+
+
+def hit_rate(logits, y) -> float:
+    return (logits.argmax(dim=1) == y).float().mean().item()
+
+
+# -------------------------------------------------------------------------- the trace and its spies
+EVENTS = {
+    "forward": {"es": "pasada hacia delante (modo entrenamiento)", "en": "forward pass (training mode)"},
+    "forward in eval": {"es": "pasada hacia delante (modo evaluación)", "en": "forward pass (evaluation mode)"},
+    "no graph": {"es": "sin grafo", "en": "no graph"},
+    "backward": {"es": "pasada hacia atrás", "en": "backward pass"},
+    "stale backward": {"es": "pasada hacia atrás sobre gradientes viejos en .grad",
+                       "en": "backward pass onto old gradients in .grad"},
+    "step": {"es": "step() del optimizador", "en": "optimizer step()"},
+}
+
+
+def describe_events(events) -> str:
+    def one(event):
+        kind, _, graph = event.partition("+")
+        return checks.say(EVENTS[kind]) + (f", {checks.say(EVENTS[graph])}" if graph else "")
+
+    return " → ".join(one(event) for event in events) or "-"
+
+
+class Trace:
+    """What a training step did, in order, and the tensors it involved."""
+
+    def __init__(self):
+        self.events = []
+        self.outputs = []      # each forward pass's output, detached
+        self.delivered = {}    # parameter name → the gradient backward delivered in this call
+        self.seen = []         # for each optimizer step: the gradients it used
+
+    def clear(self):
+        self.__init__()
+
+    def forward(self, output, training: bool):
+        mode = "forward" if training else "forward in eval"
+        self.events.append(mode if torch.is_grad_enabled() else f"{mode}+no graph")
+        self.outputs.append(output.detach().clone())
+
+    def gradient(self, name, param, grad):
+        """Called before ``grad`` is added to ``param.grad``: the first one opens a backward pass."""
+        if not self.events or self.events[-1] not in ("backward", "stale backward"):
+            stale = param.grad is not None and bool(param.grad.ne(0).any())
+            self.events.append("stale backward" if stale else "backward")
+            self.delivered = {}
+        self.delivered[name] = self.delivered.get(name, 0) + grad.detach().clone()
+
+    def step(self, grads):
+        self.events.append("step")
+        self.seen.append(grads)
+
+
+class RecordingModel(nn.Module):
+    """A model that writes down each forward pass: its mode, whether it builds a graph, its output."""
+
+    def __init__(self, inner, trace):
+        super().__init__()
+        self.inner = inner
+        self.trace = trace
+
+    def forward(self, x):
+        output = self.inner(x)
+        self.trace.forward(output, self.training)
+        return output
+
+
+class SpySGD(torch.optim.SGD):
+    """SGD that writes down every update and the gradients it used."""
+
+    def __init__(self, params, lr, trace):
+        super().__init__(params, lr=lr)
+        self.trace = trace
+
+    def step(self, closure=None):
+        self.trace.step([None if p.grad is None else p.grad.detach().clone()
+                         for p in self.param_groups[0]["params"]])
+        return super().step(closure)
+
+
+@contextlib.contextmanager
+def watching_gradients(model, trace):
+    """Hooks on every parameter that tell ``trace`` about the gradients backward delivers."""
+    handles = [param.register_hook(lambda grad, name=name, param=param: trace.gradient(name, param, grad))
+               for name, param in model.named_parameters()]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def without_course_loops():
+    """``course.training``'s loops are unavailable: these exercises ask for the loop itself."""
+    import course.training as training
+
+    error = RuntimeError(checks.say({
+        "es": "en este ejercicio el bucle lo escribes tú: run_epoch, fit_model y predict de "
+              "course.training no están disponibles",
+        "en": "in this exercise you write the loop yourself: course.training's run_epoch, fit_model "
+              "and predict are unavailable",
+    }))
+    names = ("run_epoch", "fit_model", "predict", "progress")
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            stack.enter_context(mock.patch.object(training, name, side_effect=error))
+        yield
+
+
+def spied_setup(inner, lr, *, old_gradients=True):
+    """A recording model around ``inner``, a spy SGD over it, and their shared trace."""
+    trace = Trace()
+    model = RecordingModel(inner, trace)
+    if old_gradients:
+        leave_old_gradients(model)
+    return model, SpySGD(model.parameters(), lr, trace), trace
+
+
+def call_step(function, model, batch, optimizer, trace, name, exercise, *extra):
+    """One call of a student's step under watch; returns what it returned."""
+    trace.clear()
+    with watching_gradients(model, trace), without_course_loops():
+        return checks.check_runs(function, model, batch, optimizer, *extra, name=name, hint=HINTS[exercise])
+
+
+# ------------------------------------------------------------------------- what the checks compare
+def check_events(trace, expected, name, exercise) -> None:
+    checks.check_true(trace.events == expected, name=name, hint=HINTS[exercise],
+                      expected={"es": f"en orden: {describe_events(expected)}",
+                                "en": f"in order: {describe_events(expected)}"},
+                      got=describe_events(trace.events))
+
+
+def check_loss_value(got, logits, y, name, exercise) -> None:
+    """``got`` is a Python float: the cross-entropy of the logits the model produced."""
+    checks.check_type(got, float, name=name, hint=HINTS[exercise])
+    checks.check_close(got, F.cross_entropy(logits, y).item(), name=name, hint=HINTS[exercise])
+
+
+def check_step_used(trace, model, expected_grads, call, exercise) -> None:
+    """The optimizer's update used exactly ``expected_grads`` (one per parameter)."""
+    for (key, _), seen, expected in zip(model.named_parameters(), trace.seen[0], expected_grads):
+        checks.check_close(seen, expected, hint=HINTS[exercise],
+                           name={"es": f"gradiente de {key} que usó step() [llamada {call}]",
+                                 "en": f"gradient of {key} that step() used [call {call}]"})
+
+
+def delivered_grads(trace, model):
+    return [trace.delivered[key] for key, _ in model.named_parameters()]
+
+
+# ------------------------------------------------------------------ exercise 1: train_step_fixed
+def check_train_step(train_step_fixed, seed=501):
+    """Three calls with old gradients in ``.grad``: forward, clean backward, step; the loss returned."""
+    g = seeded(seed)
+    x, y = classification_batch(12, 2, 3, g)
+    model, optimizer, trace = spied_setup(mlp(2, 8, 3), lr=0.1)
+    for call in (1, 2, 3):
+        name = f"train_step_fixed(MLP 2-8-3, batch, optimizer) [call {call}]"
+        returned = call_step(train_step_fixed, model, (x, y), optimizer, trace, name, "train_step_fixed")
+        check_events(trace, ["forward", "backward", "step"], name, "train_step_fixed")
+        check_loss_value(returned, trace.outputs[0], y, name, "train_step_fixed")
+        check_step_used(trace, model, delivered_grads(trace, model), call, "train_step_fixed")
+
+
+def check_like_reference(function, reference, model, batch, lr, *, label, exercise, calls=3,
+                         extra=(), start_in_eval=False):
+    """Hidden tests: ``function`` and ``reference`` on twin models, with old gradients in ``.grad``.
+
+    After each call they must have returned the same, and left the same parameters, buffers and mode.
+    """
+    twin = copy.deepcopy(model)
+    for net in (model, twin):
+        leave_old_gradients(net)
+        net.train(not start_in_eval)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    twin_optimizer = torch.optim.SGD(twin.parameters(), lr=lr)
+    hint = HINTS[exercise]
+    for call in range(1, calls + 1):
+        name = f"{function.__name__}({label}) [call {call}]"
+        with without_course_loops():
+            got = checks.check_runs(function, model, batch, optimizer, *extra, name=name, hint=hint)
+        expected = reference(twin, batch, twin_optimizer, *extra)
+        check_same_result(got, expected, name, hint)
+        checks.check_equal(model.training, twin.training, name=f"model.training [{name}]", hint=hint)
+        for (key, got_tensor), expected_tensor in zip(
+                [*model.named_parameters(), *model.named_buffers()], [*twin.parameters(), *twin.buffers()]):
+            checks.check_close(got_tensor.detach(), expected_tensor.detach(), hint=hint,
+                               name={"es": f"{key} tras la llamada {call}", "en": f"{key} after call {call}"})
+
+
+def check_same_result(got, expected, name, hint) -> None:
+    """A float, or a tuple of floats, equal to the reference's."""
+    if isinstance(expected, tuple):
+        checks.check_type(got, tuple, name=name, hint=hint)
+        checks.check_equal(len(got), len(expected), name=f"len({name})", hint=hint)
+        for index, (one, other) in enumerate(zip(got, expected)):
+            check_same_result(one, other, f"{name}[{index}]", hint)
+        return
+    checks.check_type(got, float, name=name, hint=hint)
+    checks.check_close(got, expected, name=name, hint=hint)
+
+
+# --------------------------------------------------------------- exercise 2: clipped_train_step
+def clipped(grads, max_norm):
+    """The gradients as clipping to a total norm of ``max_norm`` leaves them."""
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(grad) for grad in grads]))
+    factor = min(1.0, max_norm / (total.item() + 1e-6))
+    return [grad * factor for grad in grads], total.item()
+
+
+def check_clipped_order(clipped_train_step, seed=502):
+    """Two calls with old gradients in ``.grad``: the update comes after a clean backward pass."""
+    x, y = classification_batch(10, 2, 3, seeded(seed))
+    model, optimizer, trace = spied_setup(mlp(2, 8, 3), lr=0.1)
+    for call in (1, 2):
+        name = f"clipped_train_step(MLP 2-8-3, batch, optimizer, 1.0) [call {call}]"
+        call_step(clipped_train_step, model, (x, y), optimizer, trace, name, "clipped_train_step", 1.0)
+        check_events(trace, ["forward", "backward", "step"], name, "clipped_train_step")
+
+
+def check_clipped_update(clipped_train_step, seed=503, max_norm=0.5, n_in=2, scale=3.0):
+    """The update used this batch's gradients clipped to ``max_norm``; the loss is returned."""
+    x, y = classification_batch(16, n_in, 3, seeded(seed), scale=scale)
+    model, optimizer, trace = spied_setup(mlp(n_in, 8, 3), lr=0.1)
+    for call in (1, 2):
+        name = f"clipped_train_step(MLP {n_in}-8-3, batch, optimizer, max_norm={max_norm}) [call {call}]"
+        returned = call_step(clipped_train_step, model, (x, y), optimizer, trace, name,
+                             "clipped_train_step", max_norm)
+        check_events(trace, ["forward", "backward", "step"], name, "clipped_train_step")
+        check_loss_value(returned, trace.outputs[0], y, name, "clipped_train_step")
+        expected, norm = clipped(delivered_grads(trace, model), max_norm)
+        checks.check_true(norm > max_norm, name=name, hint=HINTS["clipped_train_step"],
+                          expected={"es": "gradientes con norma mayor que max_norm (para ver el recorte)",
+                                    "en": "gradients whose norm exceeds max_norm (to see the clipping)"},
+                          got=f"{norm:.4f}")
+        check_step_used(trace, model, expected, call, "clipped_train_step")
+
+
+# ---------------------------------------------------------- exercise 3: logits_on_model_device
+def check_logits_on_model_device(logits_on_model_device, lesson_device, seed=504, n_in=3, n_out=2, n=4):
+    """A model on the CPU, on ``meta`` and on the lesson's device; the batch always on the CPU."""
+    g = seeded(seed)
+    model = mlp(n_in, 5, n_out)
+    x = torch.randn(n, n_in, generator=g)
+    hint = HINTS["logits_on_model_device"]
+    for target in [torch.device("cpu"), torch.device("meta"), torch.device(lesson_device)]:
+        moved = copy.deepcopy(model).to(target)
+        name = f"logits_on_model_device(MLP {n_in}-5-{n_out} on {target.type}, x on cpu)"
+        got = checks.check_runs(logits_on_model_device, moved, x, name=name, hint=hint)
+        checks.check_device(got, target, name=name, hint=hint)
+        checks.check_shape(got, (n, n_out), name=name, hint=hint)
+        if target.type != "meta":
+            checks.check_close(got.cpu(), eval_outputs(model, x), name=name, hint=hint)
+
+
+# ----------------------------------------------------------------------------- exercise 4: predict
+def saved_bytes_during(function, *args):
+    """Run ``function(*args)``: its result, and the bytes autograd saved for a backward pass."""
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = function(*args)
+    return result, sum(saved)
+
+
+def check_predict(predict, seed=505, n_in=4, dropout=0.5, n=8):
+    """A model in training mode: the output is the evaluation-mode one, with no graph at all."""
+    g = seeded(seed)
+    model = warmed_up(mlp(n_in, 32, 2, batchnorm=True, dropout=dropout), n_in, g)
+    x = torch.randn(n, n_in, generator=g)
+    expected = eval_outputs(model, x)
+    name = f"predict(MLP with BatchNorm and Dropout({dropout}), x)"
+    hint = HINTS["predict"]
+    got, saved = checks.check_runs(saved_bytes_during, predict, model, x, name=name, hint=hint)
+    checks.check_close(got, expected, name=name, hint=hint)
+    checks.check_equal(got.requires_grad, False, name=f"{name}.requires_grad", hint=hint)
+    checks.check_true(got.grad_fn is None, name=f"{name}.grad_fn", hint=hint, expected="None",
+                      got=str(got.grad_fn))
+    checks.check_equal(saved, 0, hint=hint, name={
+        "es": f"bytes que autograd guardó para una pasada hacia atrás durante {name}",
+        "en": f"bytes autograd saved for a backward pass during {name}"})
+
+
+# -------------------------------------------------------------------- exercise 5: save_and_reload
+def small_model():
+    return mlp(3, 6, 2, batchnorm=True)
+
+
+def check_save_and_reload(save_and_reload, make_model=small_model, n_in=3, seed=506,
+                          label="MLP 3-6-2 with BatchNorm"):
+    """The file is a state_dict readable with ``weights_only=True``; the new model has its values."""
+    torch.manual_seed(seed)
+    original = make_model()
+    original(torch.randn(10, n_in, generator=seeded(seed)))   # BatchNorm's statistics leave their defaults
+    calls, loads = [], []
+    real_load = torch.load
+
+    def counting_make_model():
+        calls.append(1)
+        return make_model()
+
+    def spied_load(*args, **kwargs):
+        loads.append(args[:1])
+        return real_load(*args, **kwargs)
+
+    name = f"save_and_reload({label}, make_model, path)"
+    hint = HINTS["save_and_reload"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "weights.pt"
+        with mock.patch.object(torch, "load", spied_load):
+            result = checks.check_runs(save_and_reload, original, counting_make_model, path, name=name, hint=hint)
+        stored, described = read_weights_only(path)
+    checks.check_true(isinstance(stored, dict), name=f"torch.load(path) [{label}]", hint=hint, got=described,
+                      expected={"es": "un state_dict (dict nombre → tensor) legible con weights_only=True",
+                                "en": "a state_dict (dict name → tensor) readable with weights_only=True"})
+    checks.check_equal(len(calls), 1, name={"es": "llamadas a make_model()", "en": "calls to make_model()"},
+                       hint=hint)
+    checks.check_true(len(loads) >= 1, name={"es": "llamadas a torch.load", "en": "calls to torch.load"},
+                      hint=hint, got="0",
+                      expected={"es": "al menos una: los pesos se leen del archivo",
+                                "en": "at least one: the weights are read from the file"})
+    checks.check_true(isinstance(result, nn.Module) and result is not original, name=name, hint=hint,
+                      expected={"es": "el modelo nuevo que construyó make_model()",
+                                "en": "the new model make_model() built"},
+                      got=checks.describe(result))
+    expected, loaded = original.state_dict(), result.state_dict()
+    checks.check_equal(sorted(loaded), sorted(expected), name=f"sorted({name}.state_dict())", hint=hint)
+    for key, tensor in expected.items():
+        checks.check_close(loaded[key], tensor, name=f"{name}.state_dict()[{key!r}]", hint=hint)
+
+
+def read_weights_only(path):
+    """What ``torch.load`` reads from ``path`` with its safe defaults, and how to show it."""
+    try:
+        stored = torch.load(path)
+        return stored, checks.describe(stored)
+    except Exception as error:  # an unpicklable or missing file is the wrong answer, shown as such
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() or [""]
+        reason = next((line for line in lines if "Unsupported global" in line), lines[0])
+        return None, f"{type(error).__name__}: {reason.strip()[:200]}"
+
+
+# ------------------------------------------------------------------------- exercise 6: Classifier
+def blobs_of(n, k, d, generator):
+    centers = 4 * torch.randn(k, d, generator=generator)
+    y = torch.randint(0, k, (n,), generator=generator)
+    return centers[y] + 0.5 * torch.randn(n, d, generator=generator), y
+
+
+def check_classifier_learns(Classifier, seed=507, n_in=2, n_classes=3, steps=40):
+    """Trained with ``F.cross_entropy``, the loss goes well below the floor a softmax would impose."""
+    torch.manual_seed(seed)
+    inputs, targets = blobs_of(48, n_classes, n_in, seeded(seed))
+    hint = HINTS["classifier"]
+    net = Classifier(n_in, 16, n_classes)
+    checks.check_shape(net(inputs), (len(inputs), n_classes), name=f"Classifier({n_in}, 16, {n_classes})(x)",
+                       hint=hint)
+    adam = torch.optim.Adam(net.parameters(), lr=0.05)
+    for _ in range(steps):
+        adam.zero_grad(set_to_none=True)
+        objective = F.cross_entropy(net(inputs), targets)
+        objective.backward()
+        adam.step()
+    floor = math.log(1 + (n_classes - 1) / math.e)
+    checks.check_true(objective.item() < floor / 2, hint=hint, got=f"{objective.item():.4f}",
+                      name={"es": f"pérdida tras {steps} pasos de Adam [{n_classes} clases, {n_in} rasgos]",
+                            "en": f"loss after {steps} Adam steps [{n_classes} classes, {n_in} features]"},
+                      expected={"es": f"menos de {floor / 2:.3f} (con softmax dentro del modelo no baja "
+                                      f"de {floor:.3f})",
+                                "en": f"below {floor / 2:.3f} (with softmax inside the model it cannot go "
+                                      f"below {floor:.3f})"})
+
+
+def check_predict_proba(Classifier, seed=508, n_in=4, n_classes=5, n=6):
+    """Probabilities: positive rows that add up to 1, whose logs differ from the logits by a constant."""
+    torch.manual_seed(seed)
+    net = Classifier(n_in, 8, n_classes)
+    x = torch.randn(n, n_in, generator=seeded(seed))
+    name = f"Classifier({n_in}, 8, {n_classes}).predict_proba(x)"
+    hint = HINTS["classifier"]
+    probabilities = checks.check_runs(net.predict_proba, x, name=name, hint=hint)
+    logits = net(x)
+    checks.check_shape(probabilities, (n, n_classes), name=name, hint=hint)
+    checks.check_close(probabilities.sum(dim=1), torch.ones(n), name=f"{name}.sum(dim=1)", hint=hint)
+    shift = probabilities.log() - logits            # softmax only shifts each row of logits
+    checks.check_close(shift - shift[:, :1], torch.zeros(n, n_classes), hint=hint,
+                       name={"es": f"log({name}) - logits, menos su primera columna",
+                             "en": f"log({name}) - logits, minus its first column"})
+
+
+# -------------------------------------------------------------------- exercise 7: regression_loss
+def check_regression_loss(regression_loss, pred, target, expected, expected_grad):
+    """No warning, a scalar equal to ``expected``, and ``expected_grad`` with respect to ``pred``."""
+    pred = pred.clone().requires_grad_(True)
+    name = f"regression_loss(pred {tuple(pred.shape)}, target {tuple(target.shape)})"
+    hint = HINTS["regression_loss"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = checks.check_runs(regression_loss, pred, target, name=name, hint=hint)
+    checks.check_equal([str(w.message) for w in caught], [], hint=hint,
+                       name={"es": f"avisos de {name}", "en": f"warnings from {name}"})
+    checks.check_shape(got, (), name=name, hint=hint)
+    checks.check_close(got, expected, name=name, hint=hint)
+    (grad,) = checks.check_runs(torch.autograd.grad, got, pred, hint=hint,
+                                name={"es": f"gradiente de {name}", "en": f"gradient of {name}"})
+    checks.check_close(grad, expected_grad.reshape(pred.shape), hint=hint,
+                       name={"es": f"gradiente de {name} respecto a pred",
+                             "en": f"gradient of {name} with respect to pred"})
+
+
+def check_regression_loss_by_hand(regression_loss):
+    """pred 1, 2, 4 against target 1, 3, 2: squared errors 0, 1, 4, in every pair of shapes."""
+    pred, target = torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 2.0])
+    mean, grad = torch.tensor(5 / 3), torch.tensor([0.0, -2 / 3, 4 / 3])
+    for p in (pred[:, None], pred):
+        for t in (target, target[:, None]):
+            check_regression_loss(regression_loss, p, t, mean, grad)
+
+
+# ------------------------------------------------------------------ exercise 8: train_epoch_fixed
+class Tag:
+    """Hung on a loss's graph: it lives exactly as long as that graph."""
+
+
+class TaggingLoss:
+    """Cross-entropy that tags each loss's graph and notes, at every batch, whether older graphs live."""
+
+    def __init__(self):
+        self.tags, self.values, self.older_alive = [], [], []
+
+    def __call__(self, output, target):
+        value = F.cross_entropy(output, target)
+        self.older_alive.append(self.alive(self.tags[:-1]))   # the previous batch's may still be alive
+        tag = Tag()
+        value.grad_fn.metadata["tag"] = tag
+        self.tags.append(weakref.ref(tag))
+        self.values.append(value.item())
+        return value
+
+    @staticmethod
+    def alive(tags) -> int:
+        if any(tag() is not None for tag in tags):
+            gc.collect()
+        return sum(tag() is not None for tag in tags)
+
+
+def check_train_epoch(train_epoch_fixed, seed=509, n_batches=5, n_in=2):
+    """A step per batch (forward, clean backward, update), the mean loss, and no graph kept."""
+    g = seeded(seed)
+    batches = [classification_batch(8, n_in, 3, g) for _ in range(n_batches)]
+    model, optimizer, trace = spied_setup(mlp(n_in, 8, 3), lr=0.1, old_gradients=False)
+    loss_fn = TaggingLoss()
+    name = f"train_epoch_fixed(MLP {n_in}-8-3, {n_batches} batches, loss_fn, optimizer)"
+    hint = HINTS["train_epoch_fixed"]
+    with watching_gradients(model, trace), without_course_loops():
+        result = checks.check_runs(train_epoch_fixed, model, batches, loss_fn, optimizer, name=name, hint=hint)
+    events = [event for event in trace.events if event != "step"]
+    checks.check_equal(trace.events.count("step"), n_batches, hint=hint,
+                       name={"es": f"llamadas a step() [{name}]", "en": f"calls to step() [{name}]"})
+    checks.check_true(events == ["forward", "backward"] * n_batches, name=name, hint=hint,
+                      expected={"es": f"por lote: {describe_events(['forward', 'backward'])}",
+                                "en": f"per batch: {describe_events(['forward', 'backward'])}"},
+                      got=describe_events(events))
+    checks.check_type(result, float, name=name, hint=hint)
+    checks.check_close(result, sum(loss_fn.values) / n_batches, name=name, hint=hint)
+    checks.check_equal(max(loss_fn.older_alive), 0, hint=hint,
+                       name={"es": "grafos de lotes anteriores aún vivos durante la época",
+                             "en": "graphs of earlier batches still alive during the epoch"})
+    checks.check_equal(loss_fn.alive(loss_fn.tags), 0, hint=hint,
+                       name={"es": f"grafos aún vivos cuando {name} termina",
+                             "en": f"graphs still alive when {name} returns"})
+
+
+def epoch_as_step(train_epoch):
+    """An epoch function called as a step, ``(model, batches, optimizer)``: for check_like_reference."""
+    def step(model, batches, optimizer):
+        return train_epoch(model, batches, F.cross_entropy, optimizer)
+
+    step.__name__ = train_epoch.__name__
+    return step
+
+
+# --------------------------------------------------------------------- exercise 9: evaluate_fixed
+def check_evaluate_accuracy(evaluate_fixed, seed=510, n_in=3, n_classes=4, dropout=0.5, n=40, training=True):
+    """Labels built so that the evaluation-mode accuracy is known; no graph, BatchNorm untouched."""
+    g = seeded(seed)
+    model = warmed_up(mlp(n_in, 24, n_classes, batchnorm=True, dropout=dropout), n_in, g).train(training)
+    x = torch.randn(n, n_in, generator=g)
+    predicted = eval_outputs(model, x).argmax(dim=1)
+    right = torch.rand(n, generator=g) < 0.6
+    y = torch.where(right, predicted, (predicted + 1) % n_classes)
+    buffers = {key: value.clone() for key, value in model.named_buffers()}
+    name = f"evaluate_fixed(MLP with BatchNorm and Dropout({dropout}), x, y)"
+    hint = HINTS["evaluate_fixed"]
+    with without_course_loops():
+        got, saved = checks.check_runs(saved_bytes_during, evaluate_fixed, model, x, y, name=name, hint=hint)
+    checks.check_type(got, float, name=name, hint=hint)
+    checks.check_close(got, right.float().mean().item(), name=name, hint=hint)
+    for key, value in model.named_buffers():
+        checks.check_close(value, buffers[key], hint=hint,
+                           name={"es": f"{key} (BatchNorm no debe actualizarse al evaluar)",
+                                 "en": f"{key} (BatchNorm must not update while evaluating)"})
+    checks.check_equal(saved, 0, hint=hint, name={"es": f"bytes que autograd guardó durante {name}",
+                                                  "en": f"bytes autograd saved during {name}"})
+
+
+def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, True)):
+    """Whatever mode the model arrives in, it leaves in the same one, and so do its layers."""
+    g = seeded(seed)
+    model = mlp(3, 8, 2, batchnorm=True, dropout=0.4)
+    x, y = classification_batch(10, 3, 2, g)
+    for start in modes:
+        model.train(start)
+        mode = "train" if start else "eval"
+        with without_course_loops():
+            checks.check_runs(evaluate_fixed, model, x, y, name=f"evaluate_fixed [{mode}]",
+                              hint=HINTS["evaluate_fixed"])
+        for key, module in [("model", model), ("model[1] (BatchNorm1d)", model[1]),
+                            ("model[3] (Dropout)", model[3])]:
+            checks.check_equal(module.training, start, name=f"{key}.training [{mode} → evaluate_fixed]",
+                               hint=HINTS["evaluate_fixed"])
+
+
+# ------------------------------------------------------------- exercise 10: residual_block_fixed
+def block_and_grads(block, x, out_grad):
+    """The block's output on ``x`` and its gradients with respect to x, fc.weight and fc.bias."""
+    out = block(x)
+    return out, torch.autograd.grad(out, [x, block.fc.weight, block.fc.bias], out_grad)
+
+
+@torch.no_grad()
+def set_linear(fc, weight, bias) -> None:
+    fc.weight.copy_(weight)
+    fc.bias.copy_(bias)
+
+
+def check_block(ResidualBlockFixed, dim, x, expected, expected_grads, out_grad, *, set_weights=None):
+    """Output, gradients and an untouched input; ``set_weights`` fixes fc for a hand-made case."""
+    block = ResidualBlockFixed(dim)
+    if set_weights is not None:
+        set_linear(block.fc, *set_weights)
+    x = x.clone().requires_grad_(True)
+    before = x.detach().clone()
+    name = f"ResidualBlockFixed({dim})(x {tuple(x.shape)})"
+    hint = HINTS["residual_block_fixed"]
+    out, grads = checks.check_runs(block_and_grads, block, x, out_grad, hint=hint,
+                                   name={"es": f"{name} y su pasada hacia atrás",
+                                         "en": f"{name} and its backward pass"})
+    checks.check_close(out, expected(block, x) if callable(expected) else expected, name=name, hint=hint)
+    checks.check_close(x.detach(), before, name={"es": f"x tras {name}", "en": f"x after {name}"}, hint=hint)
+    wanted = expected_grads(block, x, out_grad) if callable(expected_grads) else expected_grads
+    for label, got, want in zip(["x", "fc.weight", "fc.bias"], grads, wanted):
+        checks.check_close(got, want, hint=hint,
+                           name={"es": f"gradiente respecto a {label} [{name}]",
+                                 "en": f"gradient with respect to {label} [{name}]"})
+
+
+def check_residual_by_hand(ResidualBlockFixed):
+    """fc = 2·x + (0, −1) on two rows worked out by hand: one unit of each row passes the relu."""
+    x = torch.tensor([[1.0, -2.0], [-0.5, 3.0]])
+    weights = (2 * torch.eye(2), torch.tensor([0.0, -1.0]))
+    output = torch.tensor([[3.0, -2.0], [-0.5, 8.0]])                  # x + relu([[2, -5], [-1, 5]])
+    grads = (torch.tensor([[3.0, 1.0], [1.0, 3.0]]),                  # 1 + 2 where the relu passes
+             torch.tensor([[1.0, -2.0], [-0.5, 3.0]]),                # row i: the x whose unit i passes
+             torch.tensor([1.0, 1.0]))
+    check_block(ResidualBlockFixed, 2, x, output, grads, torch.ones(2, 2), set_weights=weights)
+
+
+def grads_of(reference_forward):
+    """For hidden tests: the gradients of ``reference_forward(block, x)`` (x, fc.weight, fc.bias)."""
+    def grads(block, x, out_grad):
+        x = x.detach().requires_grad_(True)
+        out = reference_forward(block, x)
+        return torch.autograd.grad(out, [x, block.fc.weight, block.fc.bias], out_grad)
+
+    return grads
+
+
+# ------------------------------------------------------------------- exercise 11: first_bad_step
+def scripted(losses):
+    """A train_step that returns the given losses one after another, and the list of its calls."""
+    calls = []
+
+    def train_step(model, batch, optimizer):
+        calls.append(1)
+        return losses[len(calls) - 1]
+
+    return train_step, calls
+
+
+def check_first_bad_step_scripted(first_bad_step, losses, max_steps, expected):
+    """The first non-finite loss's step number (or None), and no call to train_step after it."""
+    step, calls = scripted(losses)
+    shown = "[" + ", ".join(f"{float(v):g}" for v in losses[:max_steps]) + "]"
+    name = f"first_bad_step(losses {shown}, max_steps={max_steps})"
+    hint = HINTS["first_bad_step"]
+    got = checks.check_runs(first_bad_step, step, None, None, None, max_steps, name=name, hint=hint)
+    checks.check_equal(got, expected, name=name, hint=hint)
+    checks.check_equal(len(calls), expected or max_steps, hint=hint,
+                       name={"es": f"llamadas a train_step [{name}]", "en": f"calls to train_step [{name}]"})
+
+
+def check_first_bad_step_by_hand(first_bad_step):
+    check_first_bad_step_scripted(first_bad_step, [0.9, 0.7, 3.5, float("inf"), float("nan"), 1.0], 6, 4)
+    check_first_bad_step_scripted(first_bad_step, [torch.tensor(1.0), torch.tensor(0.5),
+                                                   torch.tensor(float("nan"))], 3, 3)
+    check_first_bad_step_scripted(first_bad_step, [1.0, 0.8, 0.6, 0.5, float("nan")], 4, None)
+
+
+def check_first_bad_step_on_training(first_bad_step, seed=513, lr=0.05, max_steps=200):
+    """Real training that diverges: the answer is the number of the first non-finite loss it returned."""
+    g = seeded(seed)
+    x = torch.randn(32, 2, generator=g) * torch.tensor([1.0, 30.0])
+    y = x @ torch.tensor([1.0, 0.1])
+    returned = []
+
+    def regression_step(net, batch, sgd):
+        sgd.zero_grad(set_to_none=True)
+        error = F.mse_loss(net(batch[0]).squeeze(1), batch[1])
+        error.backward()
+        sgd.step()
+        returned.append(error.item())
+        return returned[-1]
+
+    torch.manual_seed(seed)
+    net = nn.Linear(2, 1)
+    name = f"first_bad_step(real training, lr={lr}, max_steps={max_steps})"
+    hint = HINTS["first_bad_step"]
+    got = checks.check_runs(first_bad_step, regression_step, net, (x, y), torch.optim.SGD(net.parameters(), lr=lr),
+                            max_steps, name=name, hint=hint)
+    first = next((step for step, value in enumerate(returned, 1) if not math.isfinite(value)), None)
+    checks.check_equal(got, first, name=name, hint=hint)
+    checks.check_equal(len(returned), first or max_steps, hint=hint,
+                       name={"es": f"llamadas a train_step [{name}]", "en": f"calls to train_step [{name}]"})
+
+
+# ------------------------------------------------------------------ exercise 12: train_step_final
+def check_final_step(train_step_final, seed=514, n_in=2, n_classes=3):
+    """The model arrives in evaluation mode with old gradients: a clean training step, then the accuracy."""
+    x, y = classification_batch(16, n_in, n_classes, seeded(seed))
+    torch.manual_seed(seed)
+    model, optimizer, trace = spied_setup(mlp(n_in, 8, n_classes, batchnorm=True), lr=0.1)
+    model.train(False)                           # as the broken step of section 12 leaves it
+    hint = HINTS["train_step_final"]
+    for call in (1, 2, 3):
+        name = f"train_step_final(MLP with BatchNorm, batch, optimizer) [call {call}]"
+        result = call_step(train_step_final, model, (x, y), optimizer, trace, name, "train_step_final")
+        check_events(trace, ["forward", "backward", "step", "forward in eval+no graph"], name, "train_step_final")
+        checks.check_type(result, tuple, name=name, hint=hint)
+        checks.check_equal(len(result), 2, name=f"len({name})", hint=hint)
+        check_loss_value(result[0], trace.outputs[0], y, f"{name}[0]", "train_step_final")
+        checks.check_type(result[1], float, name=f"{name}[1]", hint=hint)
+        checks.check_close(result[1], hit_rate(trace.outputs[1], y), name=f"{name}[1]", hint=hint)
+        checks.check_equal(model.training, True, name=f"model.training [{name}]", hint=hint)
+        check_step_used(trace, model, delivered_grads(trace, model), call, "train_step_final")
+
+
+def check_diagnose_finds_nothing(train_step_final, seed=515, n_in=2, n_classes=3):
+    """``course.diagnose`` watches a few steps on a model with BatchNorm and Dropout and sees no bug."""
+    from course.diagnose import diagnose
+
+    torch.manual_seed(seed)
+    batch = classification_batch(16, n_in, n_classes, seeded(seed))
+    model = nn.Sequential(nn.Linear(n_in, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, n_classes))
+    found = diagnose(train_step_final, model, batch, show=False)
+    checks.check_equal([finding.code for finding in found], [], hint=HINTS["train_step_final_diagnose"],
+                       name={"es": "hallazgos de diagnose(train_step_final, ...)",
+                             "en": "findings of diagnose(train_step_final, ...)"})
