@@ -1,8 +1,9 @@
 """Mixed precision and timing GPU work: the helpers of lesson 06, for later lessons and GPU runners.
 
-- Timing lives in :mod:`course.timing`; :func:`time_calls` (with or without waiting for the device, to
-  show the difference) and :func:`benchmark_median` (``torch.utils.benchmark``) are also reachable
-  here, as ``amp.time_calls`` and ``amp.benchmark_median``, because lesson 06 calls them that way.
+- Timing lives in :mod:`course.timing`; :func:`benchmark_median` (``torch.utils.benchmark``) is also
+  reachable here, as ``amp.benchmark_median``, because lesson 06 calls it that way after its timing
+  exercise. The timing loop itself (``time_calls``) is not re-exported: lesson 06 imports this module
+  in its setup cell, before the exercise that asks students to write that loop.
 - Floating-point formats: :func:`format_bits`, :func:`finfo_table`, :func:`round_trip_error` and the
   pictures :func:`plot_formats` and :func:`plot_gradient_scaling`.
 - Memory: :func:`tensor_nbytes` and :func:`format_bytes` (the meter of bytes kept for backward and the
@@ -12,7 +13,8 @@
   with :func:`plot_compile` for ``torch.compile``.
 
 The lesson asks students to write their own training step, timing function and dtype choice, and
-grades them by behaviour; the versions here carry other names and keyword-only arguments.
+grades them by behaviour; the versions here carry other names and keyword-only arguments, and the
+lesson's checks switch off the ones an exercise duplicates.
 """
 
 import contextlib
@@ -29,8 +31,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from course import timing
 from course.memory import SavedTensorMeter, track_cuda_memory
-from course.timing import benchmark_median, stopwatch, time_calls
+from course.timing import benchmark_median
 
 FORMAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _COLORS = {torch.float32: "tab:blue", torch.float16: "tab:orange", torch.bfloat16: "tab:green",
@@ -41,7 +44,7 @@ __all__ = [
     "benchmark_median", "compile_benchmark", "dtype_name", "finfo_table", "format_amp_results",
     "format_bits", "format_bytes", "format_finfo_table", "make_matmul_mlp", "plot_amp_benchmark",
     "plot_compile", "plot_formats", "plot_gradient_scaling", "round_trip_error", "run_amp_benchmark",
-    "tensor_nbytes", "time_calls",
+    "tensor_nbytes",
 ]
 
 
@@ -316,7 +319,7 @@ def _measure_mode(result: AmpResult, mode: AmpMode, model, data, *, device, step
         kwargs = dict(optimizer=optimizer, scaler=scaler, device_type=device.type, dtype=mode.dtype)
         for i in range(warmup):
             _step(model, *data[i % len(data)], **kwargs)
-        with stopwatch(device) as watch:
+        with timing.stopwatch(device) as watch:
             for i in range(steps):
                 loss = _step(model, *data[(warmup + i) % len(data)], **kwargs)
     result.seconds = watch.seconds
@@ -431,15 +434,17 @@ def compile_benchmark(make_model, *, device, batch_size: int, in_features: int, 
     scaler = torch.amp.GradScaler(device.type, enabled=False)
     kwargs = dict(optimizer=optimizer, scaler=scaler, device_type=device.type, dtype=dtype)
     result = CompileResult()
-    eager = time_calls(lambda: _step(model, x, y, **kwargs), device=device, repeats=steps, warmup=2)
+    eager = timing.time_calls(lambda: _step(model, x, y, **kwargs), device=device, repeats=steps, warmup=2)
     result.eager_step_s = statistics.median(eager)
     try:
         with _quiet_compiler():
             torch.compiler.reset()                # compile from scratch: measure the real cost
             compiled = torch.compile(model, backend=backend)
-            (first,) = time_calls(lambda: _step(compiled, x, y, **kwargs), device=device, repeats=1, warmup=0)
+            (first,) = timing.time_calls(lambda: _step(compiled, x, y, **kwargs), device=device, repeats=1,
+                                         warmup=0)
             result.first_step_s = first
-            fast = time_calls(lambda: _step(compiled, x, y, **kwargs), device=device, repeats=steps, warmup=1)
+            fast = timing.time_calls(lambda: _step(compiled, x, y, **kwargs), device=device, repeats=steps,
+                                     warmup=1)
             result.compiled_step_s = statistics.median(fast)
     except Exception as error:  # any compiler failure is reported, not raised
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]

@@ -10,8 +10,10 @@ CPU there is nothing to wait for and they time the calls as they are.
 - :func:`time_per_call`: the median of :func:`time_calls`;
 - :func:`benchmark_median`: the same question answered by ``torch.utils.benchmark``.
 
-Lesson 06 teaches them; its students write their own ``time_per_call(fn, device, ...)``, which is
-why the version here takes its device as a keyword argument only.
+Lesson 06 teaches them, and its first exercise asks students to write their own
+``time_per_call(fn, device, ...)``: the version here takes its device as a keyword argument only,
+lesson 06 imports none of these before that exercise, and its checks switch them all off
+(``graders.lesson_checks.mixed_precision.timing_helpers_off``).
 """
 
 import contextlib

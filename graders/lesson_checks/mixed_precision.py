@@ -1,0 +1,857 @@
+"""Lesson 06 (GPU and mixed precision): the checks its grade cells call, their harnesses, its hints.
+
+- ``time_per_call`` runs against a simulated clock (``time.perf_counter``) and a spied
+  ``torch.cuda.synchronize``, so that when it waits for a CUDA device is checked on any machine;
+  ``course.timing``'s helpers are switched off meanwhile, because writing that loop is the exercise.
+- ``fp16_fate`` and ``tensor_bytes`` are checked on cases worked out by hand and on random inputs
+  through properties (the fp16 band a value was drawn from; how bytes grow with the shape).
+- ``amp_train_step`` runs on a model with probes, a loss that notes the gradient of the loss it
+  returns, and a real ``GradScaler`` that notes the calls it gets and the gradients its optimizer
+  step sees.
+"""
+
+import contextlib
+import math
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from unittest import mock
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from course import amp, timing
+from graders import checks
+from graders.checks import say
+
+# --------------------------------------------------------------------------------------------- hints
+HINTS = {
+    "time_per_call": {
+        "es": "el calentamiento se ejecuta pero no se mide, y de las llamadas medidas se devuelve la "
+              "mediana, que una llamada lenta no mueve: ver sección 2, «La GPU trabaja en diferido: "
+              "cómo medir bien»",
+        "en": "the warm-up runs but is not timed, and of the timed calls you return the median, which "
+              "one slow call does not move: see section 2, \"The GPU works asynchronously: timing it "
+              "right\"",
+        "more": "time_per_call",
+    },
+    "time_per_call_sync": {
+        "es": "CUDA devuelve el control antes de acabar el trabajo: el reloj solo dice la verdad si "
+              "antes de cada lectura esperas a la GPU, y eso solo en un dispositivo de tipo CUDA "
+              "(\"cuda:0\" también lo es): ver sección 2",
+        "en": "CUDA returns control before the work is done: the clock only tells the truth if you wait "
+              "for the GPU before each reading, and only on a device of type CUDA (\"cuda:0\" is one "
+              "too): see section 2",
+        "more": "time_per_call",
+    },
+    "tensor_bytes": {
+        "es": "los bytes de un tensor son cuántos elementos tiene por lo que ocupa cada uno; cuántos "
+              "elementos hay se deduce de la forma sin crear nada (un escalar tiene uno): ver el "
+              "enunciado del ejercicio 2 y la tabla de la sección 3",
+        "en": "a tensor's bytes are how many elements it has times what each one takes; how many "
+              "elements there are follows from the shape without creating anything (a scalar has "
+              "one): see exercise 2's text and the table in section 3",
+    },
+    "fp16_fate": {
+        "es": "mira qué queda de cada valor una vez guardado en fp16 (¿infinito?, ¿cero sin haberlo "
+              "sido?, ¿por debajo del menor número normal?) y no solo el valor original: ver sección 3, "
+              "«fp32, fp16 y bf16: rango y precisión», y su dibujo",
+        "en": "look at what is left of each value once stored in fp16 (infinite? zero without having "
+              "been zero? below the smallest normal number?), not only at the original value: see "
+              "section 3, \"fp32, fp16 and bf16: range and precision\", and its picture",
+        "more": "fp16_fate",
+    },
+    "fp16_fate_shape": {
+        "es": "la respuesta se da elemento a elemento: un tensor int64 con la forma de la entrada, "
+              "sin aplanarla",
+        "en": "the answer is given element by element: an int64 tensor with the input's shape, not "
+              "flattened",
+    },
+    "pick_amp_dtype": {
+        "es": "decide por el tipo del dispositivo (\"cuda:1\" es CUDA); en CUDA, bf16 cuando la GPU "
+              "lo admite, porque no necesita escalar la pérdida, y un bf16_supported dado se usa sin "
+              "preguntar a la GPU: ver sección 5 y el enunciado del ejercicio 4",
+        "en": "decide by the device's type (\"cuda:1\" is CUDA); on CUDA, bf16 when the GPU supports "
+              "it, because it needs no loss scaling, and a given bf16_supported is used without "
+              "asking the GPU: see section 5 and exercise 4's text",
+    },
+    "amp_train_step": {
+        "es": "autocast envuelve la pasada hacia delante y la pérdida, recibe el tipo del dispositivo "
+              "y se desactiva para float32; la pasada hacia atrás queda fuera: ver sección 5, "
+              "«torch.autocast: cada operación en su precisión»",
+        "en": "autocast wraps the forward pass and the loss, takes the device's type and is switched "
+              "off for float32; the backward pass stays outside: see section 5, \"torch.autocast: "
+              "each operation in its own precision\"",
+        "more": "amp_train_step",
+    },
+    "amp_train_step_update": {
+        "es": "el lote llega donde se creó y hay que moverlo al dispositivo (sección 1); cada paso "
+              "parte de gradientes a cero (lección 04) y devuelve la pérdida sin escalar como número "
+              "de Python",
+        "en": "the batch arrives where it was created and must be moved to the device (section 1); "
+              "every step starts from zero gradients (lesson 04) and returns the unscaled loss as a "
+              "Python number",
+        "more": "amp_train_step",
+    },
+    "amp_train_step_scaler": {
+        "es": "con un GradScaler, todo lo que toca la escala pasa por el escalador: la pasada hacia "
+              "atrás escalada, el paso del optimizador (que se salta si hay inf o NaN) y el ajuste "
+              "de la escala después: ver sección 6, «torch.amp.GradScaler: el escalado de la "
+              "pérdida, automático»",
+        "en": "with a GradScaler, everything that touches the scale goes through the scaler: the "
+              "scaled backward pass, the optimizer step (skipped on inf or NaN) and adjusting the "
+              "scale afterwards: see section 6, \"torch.amp.GradScaler: loss scaling, automatic\"",
+        "more": "amp_train_step",
+    },
+    "amp_train_step_clipping": {
+        "es": "recortar necesita los gradientes con su tamaño real, y tras la pasada hacia atrás "
+              "están multiplicados por la escala: ver sección 6, punto 2 (y solo cuando max_norm "
+              "se da)",
+        "en": "clipping needs the gradients at their real size, and after the backward pass they are "
+              "multiplied by the scale: see section 6, point 2 (and only when max_norm is given)",
+        "more": "amp_train_step",
+    },
+    "skipped_steps": {
+        "es": "piensa en qué hace update() con la escala tras un paso saltado y tras uno bueno: ver "
+              "sección 6, punto 4, y el dibujo de la escala paso a paso",
+        "en": "think about what update() does to the scale after a skipped step and after a good one: "
+              "see section 6, point 4, and the picture of the scale step by step",
+    },
+    "concept_check": {
+        "es": "ANSWERS debe tener exactamente las claves del enunciado, cada una con True o False; "
+              "repasa el resumen y la sección que trata cada afirmación",
+        "en": "ANSWERS must have exactly the keys the exercise lists, each one True or False; review "
+              "the summary and the section each statement is about",
+    },
+}
+
+MORE_HINTS = {
+    "time_per_call": {
+        "es": "Un torch.device hecho a partir de device te da su tipo, aunque llegue como texto. "
+              "Escribe una pequeña función interna que espere a la GPU solo cuando ese tipo es CUDA, "
+              "y llámala justo antes de leer el reloj, tanto al empezar como al terminar cada "
+              "llamada medida. Las llamadas de calentamiento van antes, en su propio bucle y sin "
+              "reloj.",
+        "en": "A torch.device made from device gives you its type, even when it comes as text. Write "
+              "a small inner function that waits for the GPU only when that type is CUDA, and call "
+              "it right before reading the clock, both when a timed call starts and when it ends. "
+              "The warm-up calls come first, in their own loop and without a clock.",
+    },
+    "fp16_fate": {
+        "es": "Empieza con un tensor de OK de la forma de values y asigna los otros códigos con "
+              "máscaras booleanas calculadas sobre los valores ya guardados en fp16 (y, para saber "
+              "si un cero era cero, sobre los originales). Las máscaras no se solapan si las "
+              "defines bien, pero el orden en que las aplicas decide quién gana si lo hacen. Los "
+              "límites los da torch.finfo(torch.float16).",
+        "en": "Start from a tensor of OK with values' shape and assign the other codes with boolean "
+              "masks computed on the values already stored in fp16 (and, to know whether a zero "
+              "was a zero, on the original ones). Well-defined masks do not overlap, but the order "
+              "you apply them in decides who wins if they do. torch.finfo(torch.float16) gives the "
+              "limits.",
+    },
+    "amp_train_step": {
+        "es": "Vuelve a la primera celda de código de la sección 6, la que da un paso mirando los "
+              "gradientes por dentro: tu función hace lo mismo con los argumentos que recibe, sin "
+              "los print, con autocast apagado cuando dtype es float32 y con el recorte solo cuando "
+              "max_norm se da.",
+        "en": "Go back to the first code cell of section 6, the one that takes a step looking inside "
+              "at the gradients: your function does the same with the arguments it receives, "
+              "without the prints, with autocast off when dtype is float32 and with clipping only "
+              "when max_norm is given.",
+    },
+}
+
+CONCEPT_STATEMENTS = [
+    "autocast_all_16_bit", "weights_stay_fp32", "bf16_needs_scaler", "fp16_finer_than_bf16",
+    "perf_counter_times_gpu", "skipped_step_still_updates", "clip_before_unscale",
+    "bigger_batch_always_faster", "compile_pays_once", "tf32_new_dtype", "gpu_wins_by_parallelism",
+]
+
+
+def _random_generator() -> torch.Generator:
+    """A generator with a fresh seed: the visible checks' random inputs differ on every run."""
+    generator = torch.Generator()
+    generator.seed()
+    return generator
+
+
+# ------------------------------------------------------------------------------ helpers switched off
+TIMING_HELPERS = (timing.synchronize, timing.stopwatch, timing.time_calls, timing.time_per_call,
+                  timing.benchmark_median)
+TIMING_OFF = {
+    "es": "course.timing no está disponible dentro de esta comprobación: time_per_call debe hacer "
+          "su propia medida (lo dice el enunciado del ejercicio 1)",
+    "en": "course.timing is not available inside this check: time_per_call must do its own timing "
+          "(exercise 1's text says so)",
+}
+BYTES_OFF = {
+    "es": "course.amp.tensor_nbytes no está disponible dentro de esta comprobación: tensor_bytes debe "
+          "hacer la cuenta (lo dice el enunciado del ejercicio 2)",
+    "en": "course.amp.tensor_nbytes is not available inside this check: tensor_bytes must do the "
+          "arithmetic (exercise 2's text says so)",
+}
+
+
+def _course_namespaces() -> list[dict]:
+    return [vars(module) for name, module in list(sys.modules.items())
+            if module is not None and (name == "course" or name.startswith("course."))]
+
+
+@contextlib.contextmanager
+def helpers_switched_off(helpers, message, *namespaces):
+    """Inside the block, every name bound to one of ``helpers`` raises ``RuntimeError(message)``.
+
+    The names are looked up in the course's modules and in ``namespaces`` (a student function's
+    ``__globals__``, say), so that an exercise cannot be answered by calling the helper that does
+    its work.
+    """
+    def refuse(*args, **kwargs):
+        raise RuntimeError(say(message))
+
+    swapped = [(namespace, name, value) for namespace in [*_course_namespaces(), *namespaces]
+               for name, value in list(namespace.items())
+               if any(value is helper for helper in helpers)]
+    for namespace, name, _ in swapped:
+        namespace[name] = refuse
+    try:
+        yield
+    finally:
+        for namespace, name, value in reversed(swapped):
+            namespace[name] = value
+
+
+def timing_helpers_off(student_function):
+    """``course.timing``'s helpers raise inside the block, in the course and in the notebook."""
+    return helpers_switched_off(TIMING_HELPERS, TIMING_OFF, getattr(student_function, "__globals__", {}))
+
+
+# ------------------------------------------------------------------------------------ time_per_call
+@dataclass
+class TimingRun:
+    """One call of a student's ``time_per_call``: what it returned and what happened, in order.
+
+    ``events`` holds ``"call"`` (``fn()``), ``"sync"`` (``torch.cuda.synchronize``) and ``"clock"``
+    (a reading of ``time.perf_counter``).
+    """
+
+    label: str
+    returned: object
+    events: list
+
+
+def watch_time_per_call(time_per_call, device, *, durations, warmup: int, hint) -> TimingRun:
+    """Call ``time_per_call(fn, device, repeats, warmup)`` on a simulated clock with spied waits.
+
+    ``fn`` advances the clock by ``durations[k]`` on its k-th call, instantly; ``torch.cuda``'s
+    synchronize only takes a note, so a CUDA device can be checked on any machine.
+    """
+    events, clock = [], [1000.0]
+    repeats = len(durations) - warmup
+    checking_thread = threading.get_ident()
+    real_clock = time.perf_counter
+
+    def read_clock():
+        if threading.get_ident() != checking_thread:      # the kernel's other threads keep real time
+            return real_clock()
+        events.append("clock")
+        return clock[0]
+
+    def fn():
+        clock[0] += durations[min(events.count("call"), len(durations) - 1)]
+        events.append("call")
+
+    label = f"time_per_call(fn, {device!r}, repeats={repeats}, warmup={warmup})"
+    with mock.patch.object(time, "perf_counter", read_clock), \
+            mock.patch.object(torch.cuda, "synchronize", lambda *args, **kwargs: events.append("sync")), \
+            timing_helpers_off(time_per_call):
+        returned = checks.check_runs(time_per_call, fn, device, repeats=repeats, warmup=warmup,
+                                     name=label, hint=hint)
+    return TimingRun(label, returned, events)
+
+
+def _check_calls_of_fn(run: TimingRun, expected: int, hint) -> None:
+    checks.check_equal(run.events.count("call"), expected, hint=hint,
+                       name={"es": f"{run.label}: llamadas a fn", "en": f"{run.label}: calls of fn"})
+
+
+def check_median_of(time_per_call, *, warmup: int, timed, expected: float) -> None:
+    """The median of the timed calls, warm-up excluded: warm-up calls take 60 s each here."""
+    hint = HINTS["time_per_call"]
+    run = watch_time_per_call(time_per_call, "cpu", durations=[60.0] * warmup + list(timed),
+                              warmup=warmup, hint=hint)
+    _check_calls_of_fn(run, warmup + len(timed), hint)
+    checks.check_type(run.returned, float, name=run.label, hint=hint)
+    shown = ", ".join(f"{t:g}" for t in timed)
+    checks.check_close(run.returned, expected, rtol=1e-9, atol=1e-9, hint=hint,
+                       name={"es": f"{run.label} con llamadas medidas de {shown} s "
+                                   f"(cada llamada de calentamiento tarda 60 s)",
+                             "en": f"{run.label} with timed calls of {shown} s "
+                                   f"(each warm-up call takes 60 s)"})
+
+
+def check_time_per_call_median(time_per_call) -> None:
+    """Visible: an odd count with one slow call somewhere, and an even count (worked out by hand)."""
+    generator = _random_generator()
+    usual = round(0.001 + 0.05 * float(torch.rand((), generator=generator)), 4)
+    timed = [usual] * 5
+    timed[int(torch.randint(0, 5, (), generator=generator))] = 0.5      # one slow call
+    check_median_of(time_per_call, warmup=int(torch.randint(1, 4, (), generator=generator)),
+                    timed=timed, expected=usual)
+    check_median_of(time_per_call, warmup=2, timed=[0.02, 0.3, 0.04, 0.01], expected=0.03)
+
+
+def check_fenced_by_syncs(time_per_call, device, *, repeats: int, warmup: int) -> None:
+    """On a CUDA device: wait, read the clock, call, wait, read the clock, for every timed call."""
+    hint = HINTS["time_per_call_sync"]
+    run = watch_time_per_call(time_per_call, device, durations=[0.01] * (warmup + repeats),
+                              warmup=warmup, hint=hint)
+    _check_calls_of_fn(run, warmup + repeats, hint)
+    events = run.events
+    calls = [i for i, event in enumerate(events) if event == "call"][warmup:]
+    fenced = all(events[i - 2:i] == ["sync", "clock"] and events[i + 1:i + 3] == ["sync", "clock"]
+                 for i in calls)
+    checks.check_true(fenced, hint=hint,
+                      name={"es": f"{run.label}: orden de los sucesos",
+                            "en": f"{run.label}: order of events"},
+                      expected={"es": "sync clock call sync clock en cada llamada medida (sync: "
+                                      "torch.cuda.synchronize; clock: time.perf_counter; call: fn())",
+                                "en": "sync clock call sync clock for every timed call (sync: "
+                                      "torch.cuda.synchronize; clock: time.perf_counter; call: fn())"},
+                      got=" ".join(events))
+
+
+def check_never_syncs(time_per_call, device, *, repeats: int, warmup: int) -> None:
+    """On any device but CUDA there is nothing to wait for."""
+    hint = HINTS["time_per_call_sync"]
+    run = watch_time_per_call(time_per_call, device, durations=[0.01] * (warmup + repeats),
+                              warmup=warmup, hint=hint)
+    _check_calls_of_fn(run, warmup + repeats, hint)
+    checks.check_equal(run.events.count("sync"), 0, hint=hint,
+                       name={"es": f"{run.label}: llamadas a torch.cuda.synchronize",
+                             "en": f"{run.label}: calls of torch.cuda.synchronize"})
+
+
+def check_time_per_call_synchronizes(time_per_call) -> None:
+    check_fenced_by_syncs(time_per_call, torch.device("cuda"), repeats=3, warmup=2)
+    check_never_syncs(time_per_call, "cpu", repeats=3, warmup=1)
+
+
+# ------------------------------------------------------------------------------------- tensor_bytes
+def bytes_of(tensor_bytes, shape, dtype) -> int:
+    """``tensor_bytes(shape, dtype)``, run with ``course.amp.tensor_nbytes`` switched off; an int."""
+    hint = HINTS["tensor_bytes"]
+    label = f"tensor_bytes({tuple(shape)}, {dtype})"
+    with helpers_switched_off((amp.tensor_nbytes,), BYTES_OFF, getattr(tensor_bytes, "__globals__", {})):
+        got = checks.check_runs(tensor_bytes, shape, dtype, name=label, hint=hint)
+    checks.check_type(got, int, name=label, hint=hint)
+    return got
+
+
+def check_bytes(tensor_bytes, shape, dtype, expected: int) -> None:
+    checks.check_equal(bytes_of(tensor_bytes, shape, dtype), expected, hint=HINTS["tensor_bytes"],
+                       name=f"tensor_bytes({tuple(shape)}, {dtype})")
+
+
+def check_tensor_bytes(tensor_bytes) -> None:
+    """Cases worked out by hand, then how the bytes of a random shape grow with it."""
+    for shape, dtype, expected in [((1024, 1024), torch.float32, 4 * 2**20),
+                                   ((1024, 1024), torch.bfloat16, 2 * 2**20),
+                                   ((3, 224, 224), torch.float16, 301056), ((), torch.float64, 8),
+                                   ((65536, 65536, 4096), torch.float16, 2**45)]:   # 32 TiB: never allocated
+        check_bytes(tensor_bytes, shape, dtype, expected)
+    generator = _random_generator()
+    shape = tuple(torch.randint(1, 300, (int(torch.randint(1, 4, (), generator=generator)),),
+                                generator=generator).tolist())
+    extra = int(torch.randint(2, 50, (), generator=generator))
+    base = bytes_of(tensor_bytes, shape, torch.float16)
+    for grown, dtype, factor in [((*shape, extra), torch.float16, extra),
+                                 ((extra, *shape), torch.float16, extra),
+                                 (shape, torch.float32, 2), (shape, torch.float64, 4),
+                                 (shape, torch.int8, 0.5)]:
+        check_bytes(tensor_bytes, grown, dtype, int(base * factor))
+
+
+# ---------------------------------------------------------------------------------------- fp16_fate
+OK, LOSES_BITS, BECOMES_ZERO, BECOMES_INF = 0, 1, 2, 3
+# |value| ranges well inside each fate, read off torch.finfo(torch.float16) (see section 3):
+# normal numbers from 6.1e-5 to 65504; subnormal down to 2^-24 ≈ 6e-8; zero below half of that.
+FATE_BANDS = {OK: (1e-4, 6e4), LOSES_BITS: (1e-7, 5e-5), BECOMES_ZERO: (1e-12, 2.5e-8),
+              BECOMES_INF: (7e4, 1e30)}
+
+
+def values_with_known_fates(count: int, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` float32 values drawn log-uniformly inside the fate bands, random signs, some zeros."""
+    fates = torch.randint(0, 4, (count,), generator=generator)
+    low = torch.tensor([math.log10(FATE_BANDS[int(f)][0]) for f in fates], dtype=torch.float64)
+    high = torch.tensor([math.log10(FATE_BANDS[int(f)][1]) for f in fates], dtype=torch.float64)
+    magnitudes = 10 ** (low + (high - low) * torch.rand(count, generator=generator, dtype=torch.float64))
+    signs = torch.where(torch.rand(count, generator=generator) < 0.5, -1.0, 1.0).double()
+    values = (signs * magnitudes).float()
+    zeros = torch.rand(count, generator=generator) < 0.1
+    values[zeros] = 0.0
+    fates[zeros] = OK
+    return values, fates
+
+
+def check_fate_of(fp16_fate, values, expected, *, name, hint=None) -> None:
+    hint = hint or HINTS["fp16_fate"]
+    got = checks.check_runs(fp16_fate, values.clone(), name=name, hint=hint)
+    checks.check_close(got, expected, name=name, hint=hint)
+
+
+def check_fp16_fate_values(fp16_fate) -> None:
+    """A row worked out by hand (4e-8 rounds up to fp16's smallest subnormal), then random values."""
+    values = torch.tensor([0.0, 1.0, -3e4, 7e4, -1e5, 1e-3, 3e-5, -1e-5, 1e-7, 4e-8, -2e-8, 1e-12, 1e30])
+    shown = ", ".join(f"{v:g}" for v in values.tolist())
+    check_fate_of(fp16_fate, values, torch.tensor([0, 0, 0, 3, 3, 0, 1, 1, 1, 1, 2, 2, 3]),
+                  name=f"fp16_fate(torch.tensor([{shown}]))")
+    values, fates = values_with_known_fates(40, _random_generator())
+    check_fate_of(fp16_fate, values, fates,
+                  name={"es": f"fp16_fate(40 valores al azar: {values.tolist()})",
+                        "en": f"fp16_fate(40 random values: {values.tolist()})"})
+
+
+def check_fp16_fate_shape(fp16_fate) -> None:
+    """An int64 answer with the input's shape: a 2×2 grid worked out by hand, a random 3×4×5 one."""
+    hint = HINTS["fp16_fate_shape"]
+    grid = torch.tensor([[1e-9, 2.0], [80000.0, -5e-6]])
+    check_fate_of(fp16_fate, grid, torch.tensor([[2, 0], [3, 1]]), hint=hint,
+                  name="fp16_fate(torch.tensor([[1e-9, 2.0], [80000.0, -5e-6]]))")
+    values, fates = values_with_known_fates(60, _random_generator())
+    check_fate_of(fp16_fate, values.reshape(3, 4, 5), fates.reshape(3, 4, 5), hint=hint,
+                  name={"es": "fp16_fate(valores al azar de forma (3, 4, 5))",
+                        "en": "fp16_fate(random values of shape (3, 4, 5))"})
+
+
+# ----------------------------------------------------------------------------------- pick_amp_dtype
+def check_pick(pick_amp_dtype, device, expected, *, bf16_supported=None, gpu_says=None) -> None:
+    """``pick_amp_dtype(device, bf16_supported)``, with the GPU's answer simulated as ``gpu_says``.
+
+    A ``bf16_supported`` that is given must be used without asking the GPU.
+    """
+    hint = HINTS["pick_amp_dtype"]
+    label = f"pick_amp_dtype({device!r}, bf16_supported={bf16_supported!r})"
+    if gpu_says is not None:
+        label += f" {checks.say({'es': 'con', 'en': 'with'})} torch.cuda.is_bf16_supported() → {gpu_says}"
+    with mock.patch.object(torch.cuda, "is_bf16_supported", return_value=gpu_says) as asked:
+        got = checks.check_runs(pick_amp_dtype, device, bf16_supported=bf16_supported, name=label, hint=hint)
+    checks.check_equal(got, expected, name=label, hint=hint)
+    if bf16_supported is not None:
+        checks.check_equal(asked.call_count, 0, hint=hint,
+                           name={"es": f"{label}: preguntas a torch.cuda.is_bf16_supported()",
+                                 "en": f"{label}: questions to torch.cuda.is_bf16_supported()"})
+
+
+def check_pick_raises(pick_amp_dtype, device) -> None:
+    checks.check_raises(pick_amp_dtype, ValueError, device, name=f"pick_amp_dtype({device!r})",
+                        hint=HINTS["pick_amp_dtype"])
+
+
+def check_pick_amp_dtype(pick_amp_dtype) -> None:
+    check_pick(pick_amp_dtype, "cpu", torch.bfloat16)
+    check_pick(pick_amp_dtype, torch.device("cpu"), torch.bfloat16)
+    check_pick(pick_amp_dtype, "cuda", torch.float16, bf16_supported=False)
+    check_pick(pick_amp_dtype, torch.device("cuda"), torch.bfloat16, bf16_supported=True)
+    check_pick(pick_amp_dtype, "cuda", torch.bfloat16, gpu_says=True)
+    check_pick(pick_amp_dtype, torch.device("cuda"), torch.float16, gpu_says=False)
+
+
+# ----------------------------------------------------------------------------------- amp_train_step
+LEARNING_RATE = 0.1
+
+
+class Parcel:
+    """A batch tensor that reaches the model only through ``.to(...)``, which notes the device."""
+
+    def __init__(self, tensor: torch.Tensor, moves: list):
+        self.tensor, self.moves = tensor, moves
+
+    def to(self, *args, **kwargs):
+        self.moves.append(kwargs.get("device", args[0] if args else None))
+        return self.tensor.to(*args, **kwargs)
+
+
+def _refuse_unmoved(value, what: str) -> None:
+    if not isinstance(value, torch.Tensor):
+        problem = checks.say({"es": "no se movió al dispositivo", "en": "was not moved to the device"})
+        checks.fail(what, problem, "torch.Tensor", checks.describe(value), HINTS["amp_train_step_update"])
+
+
+class Gate(nn.Module):
+    """The model's first layer: refuses inputs that did not go through ``.to(device)``."""
+
+    def forward(self, x):
+        _refuse_unmoved(x, "inputs")
+        return x
+
+
+class Probe(nn.Module):
+    """Passes its input on and notes whether autocast is on, with which dtype, and the input's dtype."""
+
+    def __init__(self, log: list):
+        super().__init__()
+        self.log = log
+
+    def forward(self, x):
+        kind = x.device.type
+        on = torch.is_autocast_enabled(kind)
+        self.log.append(("forward", on, torch.get_autocast_dtype(kind) if on else None, x.dtype))
+        return x
+
+
+@dataclass
+class LossCall:
+    """A call of the spied loss: autocast's state, the loss's value and its own gradients."""
+
+    autocast: tuple
+    value: float
+    grads: list
+
+
+def spy_loss(log: list, base, params, factor: float = 1.0):
+    """``base(outputs, targets) * factor``, noting autocast's state and the gradient of that loss."""
+    def loss_fn(outputs, targets):
+        _refuse_unmoved(targets, "targets")
+        kind = outputs.device.type
+        on = torch.is_autocast_enabled(kind)
+        loss = base(outputs, targets) * factor
+        with torch.autocast(kind, enabled=False):
+            grads = torch.autograd.grad(loss, params, retain_graph=True)
+        log.append(LossCall((on, torch.get_autocast_dtype(kind) if on else None), loss.item(),
+                            [g.detach().clone() for g in grads]))
+        return loss
+    return loss_fn
+
+
+@dataclass
+class StepView:
+    """What the optimizer step saw: the gradients, and the weights before and after it."""
+
+    grads: list
+    before: list
+    after: list = field(default_factory=list)
+
+
+def _snapshot(params, what: str) -> list:
+    return [None if getattr(p, what) is None else getattr(p, what).detach().clone() for p in params]
+
+
+class SpySGD(torch.optim.SGD):
+    """Plain SGD that keeps a :class:`StepView` of each of its steps."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, lr=lr)
+        self.views = []
+
+    def step(self, closure=None):
+        params = [p for group in self.param_groups for p in group["params"]]
+        view = StepView(grads=_snapshot(params, "grad"), before=_snapshot(params, "data"))
+        result = super().step(closure)
+        view.after = _snapshot(params, "data")
+        self.views.append(view)
+        return result
+
+
+class SpyScaler(torch.amp.GradScaler):
+    """A real GradScaler on the CPU that notes the calls it gets, in order."""
+
+    def __init__(self, log: list, **kwargs):
+        super().__init__("cpu", **kwargs)
+        self.log = log
+        self._stepping = False
+
+    def scale(self, outputs):
+        self.log.append("scale")
+        return super().scale(outputs)
+
+    def unscale_(self, optimizer):
+        if not self._stepping:                 # the step unscales by itself when nobody did
+            self.log.append("unscale_")
+        return super().unscale_(optimizer)
+
+    def step(self, optimizer, *args, **kwargs):
+        self.log.append("step")
+        self._stepping = True
+        try:
+            return super().step(optimizer, *args, **kwargs)
+        finally:
+            self._stepping = False
+
+    def update(self, new_scale=None):
+        self.log.append("update")
+        return super().update(new_scale)
+
+
+@dataclass
+class StepRecord:
+    """One call of a student's ``amp_train_step`` under the spies, and what it should have done."""
+
+    where: str
+    dtype: torch.dtype
+    max_norm: float | None
+    device: object
+    log: list                         # forward probes, loss calls and scaler calls, in order
+    returned: object
+    moves: list                       # the devices the batch's tensors were moved to
+    caught: list                      # warnings raised during the call
+    before: list                      # the weights before the call, after it
+    after: list
+    scale_before: float
+    scale_after: float
+    view: StepView | None             # the optimizer's step; None if it took none
+
+    @property
+    def loss_calls(self) -> list:
+        return [entry for entry in self.log if isinstance(entry, LossCall)]
+
+    @property
+    def scaler_calls(self) -> list:
+        calls = [entry for entry in self.log if isinstance(entry, str)]
+        # unscaling without clipping is harmless: only when clipping must it come before the step
+        return calls if self.max_norm is not None else [c for c in calls if c != "unscale_"]
+
+
+def _describe_scaler(scaler_kwargs) -> str:
+    arguments = ", ".join(["'cpu'"] + [f"{k}={v!r}" for k, v in scaler_kwargs.items()])
+    return f"GradScaler({arguments})"
+
+
+def run_amp_steps(amp_train_step, *, seed: int, dtype, base=F.cross_entropy, widths=(6, 10, 3),
+                  steps: int = 2, device="cpu", max_norm=None, overflow: bool = False,
+                  scaler_kwargs=None, parcels: bool = False) -> list[StepRecord]:
+    """Call ``amp_train_step`` ``steps`` times on a spied model, SGD and scaler; one record per call.
+
+    ``overflow`` makes the loss infinite, so every gradient overflows; ``parcels`` hands the batch
+    over as :class:`Parcel` objects, so that only moved tensors reach the model.
+    """
+    scaler_kwargs = {"enabled": False} if scaler_kwargs is None else scaler_kwargs
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    log = []
+    model = nn.Sequential(Gate(), nn.Linear(widths[0], widths[1]), Probe(log), nn.ReLU(),
+                          nn.Linear(widths[1], widths[2]))
+    params = list(model.parameters())
+    optimizer = SpySGD(params, lr=LEARNING_RATE)
+    scaler = SpyScaler(log, **scaler_kwargs)
+    loss_fn = spy_loss(log, base, params, factor=math.inf if overflow else 1.0)
+    label = (f"amp_train_step(model, batch, loss_fn, optimizer, {_describe_scaler(scaler_kwargs)}, "
+             f"{device!r}, {dtype}, max_norm={max_norm!r})")
+    records = []
+    for step in range(steps):
+        inputs = torch.randn(12, widths[0], generator=generator)
+        targets = (torch.randint(0, widths[2], (12,), generator=generator) if base is F.cross_entropy
+                   else torch.randn(12, widths[2], generator=generator))
+        moves = []
+        batch = (Parcel(inputs, moves), Parcel(targets, moves)) if parcels else (inputs, targets)
+        log.clear()
+        steps_before, scale_before = len(optimizer.views), scaler.get_scale()
+        before = _snapshot(params, "data")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            returned = checks.check_runs(amp_train_step, model, batch, loss_fn, optimizer, scaler, device,
+                                         dtype, max_norm=max_norm, name=label, hint=HINTS["amp_train_step"])
+        word = checks.say({"es": "paso", "en": "step"})
+        records.append(StepRecord(
+            where=f"{label}, {word} {step + 1}", dtype=dtype, max_norm=max_norm, device=device,
+            log=list(log), returned=returned, moves=moves, caught=[str(w.message) for w in caught],
+            before=before, after=_snapshot(params, "data"), scale_before=scale_before,
+            scale_after=scaler.get_scale(),
+            view=optimizer.views[-1] if len(optimizer.views) > steps_before else None))
+    return records
+
+
+def _name(where: str, es: str, en: str) -> dict:
+    return {"es": f"{where}: {es}", "en": f"{where}: {en}"}
+
+
+def _one_loss_call(record: StepRecord, hint) -> LossCall:
+    checks.check_equal(len(record.loss_calls), 1, hint=hint,
+                       name=_name(record.where, "llamadas a loss_fn", "calls of loss_fn"))
+    return record.loss_calls[0]
+
+
+def check_autocast(record: StepRecord) -> None:
+    """The forward pass and the loss ran under autocast with ``dtype``, or without it for float32."""
+    hint = HINTS["amp_train_step"]
+    on = record.dtype != torch.float32
+    state = (on, record.dtype if on else None)
+    forwards = [entry for entry in record.log if isinstance(entry, tuple)]
+    checks.check_equal(len(forwards), 1, hint=hint,
+                       name=_name(record.where, "pasadas hacia delante", "forward passes"))
+    checks.check_equal(forwards[0][1:3], state, hint=hint,
+                       name=_name(record.where, "(autocast activo, su dtype) durante model(inputs)",
+                                  "(autocast enabled, its dtype) during model(inputs)"))
+    checks.check_equal(forwards[0][3], record.dtype, hint=hint,
+                       name=_name(record.where, "dtype de la salida de la primera capa lineal",
+                                  "dtype of the first linear layer's output"))
+    checks.check_equal(_one_loss_call(record, hint).autocast, state, hint=hint,
+                       name=_name(record.where, "(autocast activo, su dtype) durante loss_fn",
+                                  "(autocast enabled, its dtype) during loss_fn"))
+    checks.check_equal(record.caught, [], hint=hint, name=_name(record.where, "avisos", "warnings"))
+
+
+def _check_moved(record: StepRecord, hint) -> None:
+    wanted = torch.device(record.device)
+    checks.check_equal([None if d is None else torch.device(d) for d in record.moves], [wanted, wanted],
+                       hint=hint, name=_name(record.where, "a dónde se movieron inputs y targets",
+                                             "where inputs and targets were moved"))
+
+
+def _optimizer_step(record: StepRecord, hint) -> StepView:
+    checks.check_true(record.view is not None, hint=hint,
+                      expected={"es": "un paso del optimizador", "en": "one optimizer step"},
+                      got={"es": "ninguno", "en": "none"},
+                      name=_name(record.where, "pasos del optimizador", "optimizer steps"))
+    for i, grad in enumerate(record.view.grads):
+        checks.check_true(grad is not None, expected={"es": "un gradiente", "en": "a gradient"}, got="None",
+                          hint=hint,
+                          name=_name(record.where, f".grad del parámetro {i} en el paso del optimizador",
+                                     f".grad of parameter {i} at the optimizer step"))
+    return record.view
+
+
+def _check_step_used(record: StepRecord, expected_grads, hint) -> None:
+    """The optimizer step saw ``expected_grads`` (real size) and SGD moved the weights by them."""
+    view = _optimizer_step(record, hint)
+    for i, (grad, want) in enumerate(zip(view.grads, expected_grads, strict=True)):
+        checks.check_close(grad, want, rtol=1e-3, atol=1e-6, hint=hint,
+                           name=_name(record.where,
+                                      f"gradiente del parámetro {i} en el paso del optimizador, "
+                                      "frente al de la pérdida de este lote",
+                                      f"gradient of parameter {i} at the optimizer step, vs that of this "
+                                      "batch's loss"))
+        checks.check_close(record.after[i], view.before[i] - LEARNING_RATE * grad, hint=hint,
+                           name=_name(record.where, f"parámetro {i} tras el paso (SGD)",
+                                      f"parameter {i} after the step (SGD)"))
+
+
+def _check_returned_loss(record: StepRecord, loss: LossCall, hint) -> None:
+    name = _name(record.where, "pérdida devuelta (sin escalar)", "returned loss (unscaled)")
+    checks.check_type(record.returned, float, name=name, hint=hint)
+    checks.check_close(record.returned, loss.value, rtol=1e-5, atol=1e-7, name=name, hint=hint)
+
+
+def check_update(record: StepRecord) -> None:
+    """Batch moved; the step used this batch's own gradients (zeroed before); a float comes back."""
+    hint = HINTS["amp_train_step_update"]
+    _check_moved(record, hint)
+    loss = _one_loss_call(record, hint)
+    _check_step_used(record, loss.grads, hint)
+    _check_returned_loss(record, loss, hint)
+
+
+def check_scaler_calls(record: StepRecord) -> None:
+    """The scaler got its calls in the order of section 6, unscaling only when clipping."""
+    hint = HINTS["amp_train_step_clipping" if record.max_norm is not None else "amp_train_step_scaler"]
+    expected = ["scale", "step", "update"]
+    if record.max_norm is not None:
+        expected.insert(1, "unscale_")
+    checks.check_equal(record.scaler_calls, expected, hint=hint,
+                       name=_name(record.where, "llamadas al escalador, en orden",
+                                  "calls of the scaler, in order"))
+
+
+def check_scaled_step(record: StepRecord) -> None:
+    """A good step: real-size gradients reach the optimizer, the scale stays, the loss comes back unscaled."""
+    hint = HINTS["amp_train_step_scaler"]
+    check_scaler_calls(record)
+    loss = _one_loss_call(record, hint)
+    _check_step_used(record, loss.grads, hint)
+    checks.check_close(record.scale_after, record.scale_before, hint=hint,
+                       name=_name(record.where, "escala tras un paso bueno", "scale after a good step"))
+    _check_returned_loss(record, loss, hint)
+
+
+def check_skipped_step(record: StepRecord) -> None:
+    """Gradients that overflow: the weights do not move and the scale is halved."""
+    hint = HINTS["amp_train_step_scaler"]
+    check_scaler_calls(record)
+    for i, (before, after) in enumerate(zip(record.before, record.after, strict=True)):
+        checks.check_close(after, before, rtol=0.0, atol=0.0, hint=hint,
+                           name=_name(record.where, f"parámetro {i} (gradientes inf: el paso debía saltarse)",
+                                      f"parameter {i} (inf gradients: the step should be skipped)"))
+    checks.check_close(record.scale_after, record.scale_before / 2, hint=hint,
+                       name=_name(record.where, "escala tras un paso saltado", "scale after a skipped step"))
+
+
+def check_clipped_step(record: StepRecord) -> None:
+    """The optimizer sees the gradients at their real size, clipped to ``max_norm`` as a whole."""
+    hint = HINTS["amp_train_step_clipping"]
+    check_scaler_calls(record)
+    own = _one_loss_call(record, hint).grads
+    own_norm = torch.cat([g.flatten() for g in own]).norm().item()
+    shrink = min(1.0, record.max_norm / (own_norm + 1e-6))
+    seen = _optimizer_step(record, hint).grads
+    checks.check_close(torch.cat([g.flatten() for g in seen]).norm().item(), own_norm * shrink, rtol=1e-3,
+                       atol=1e-7, hint=hint,
+                       name=_name(record.where, "norma de los gradientes en el paso del optimizador",
+                                  "norm of the gradients at the optimizer step"))
+    _check_step_used(record, [g * shrink for g in own], hint)
+
+
+def check_amp_train_step_autocast(amp_train_step) -> None:
+    for record in run_amp_steps(amp_train_step, seed=1601, dtype=torch.bfloat16, device=torch.device("cpu")):
+        check_autocast(record)
+
+
+def check_amp_train_step_update(amp_train_step) -> None:
+    for record in run_amp_steps(amp_train_step, seed=1602, dtype=torch.bfloat16, device="cpu", parcels=True):
+        check_update(record)
+
+
+def check_amp_train_step_scaler(amp_train_step) -> None:
+    for record in run_amp_steps(amp_train_step, seed=1603, dtype=torch.bfloat16, device=torch.device("cpu"),
+                                scaler_kwargs={"init_scale": 2.0 ** 10}):
+        check_scaled_step(record)
+    (overflowed,) = run_amp_steps(amp_train_step, seed=1604, dtype=torch.bfloat16, steps=1, overflow=True,
+                                  scaler_kwargs={"init_scale": 2.0 ** 10})
+    check_skipped_step(overflowed)
+
+
+def check_amp_train_step_clipping(amp_train_step) -> None:
+    for record in run_amp_steps(amp_train_step, seed=1605, dtype=torch.bfloat16, device=torch.device("cpu"),
+                                max_norm=0.05, scaler_kwargs={"init_scale": 2.0 ** 10}):
+        check_clipped_step(record)
+
+
+# ------------------------------------------------------------------------------------ skipped_steps
+def scales_of_a_run(generator, steps: int) -> tuple[list, list]:
+    """The scales a real CPU GradScaler reports when random steps get infinite gradients.
+
+    Returns ``(scales, overflowed)``: the scale before the first step and after each one, and the
+    indices of the steps whose gradients overflowed.
+    """
+    weight = nn.Parameter(torch.ones(3))
+    sgd = torch.optim.SGD([weight], lr=0.01)
+    init_scale = 2.0 ** int(torch.randint(4, 17, (), generator=generator))
+    scaling = torch.amp.GradScaler("cpu", init_scale=init_scale,
+                                   growth_interval=int(torch.randint(1, 4, (), generator=generator)))
+    scales, overflowed = [scaling.get_scale()], []
+    for step in range(steps):
+        bad = bool(torch.rand((), generator=generator) < 0.35)
+        sgd.zero_grad()
+        scaling.scale((weight * (math.inf if bad else 1.0)).sum()).backward()
+        scaling.step(sgd)
+        scaling.update()
+        scales.append(scaling.get_scale())
+        if bad:
+            overflowed.append(step)
+    return scales, overflowed
+
+
+def check_skipped(skipped_steps, scales, expected) -> None:
+    hint = HINTS["skipped_steps"]
+    label = f"skipped_steps({scales})"
+    checks.check_equal(checks.check_runs(skipped_steps, list(scales), name=label, hint=hint), expected,
+                       name=label, hint=hint)
+
+
+def check_skipped_steps(skipped_steps) -> None:
+    """A log worked out by hand, a disabled scaler's, one with no step, and a real scaler's run."""
+    check_skipped(skipped_steps, [1024.0, 1024.0, 512.0, 512.0, 1024.0, 512.0, 256.0], [1, 4, 5])
+    check_skipped(skipped_steps, [1.0, 1.0, 1.0, 1.0], [])
+    check_skipped(skipped_steps, [65536.0], [])
+    check_skipped(skipped_steps, *scales_of_a_run(_random_generator(), 12))
