@@ -3,10 +3,11 @@
 Lesson 04 teaches every piece of this module; later lessons (05 debugging lab, 07 scale) import them
 instead of copying them.
 
-The lesson asks students to write their own ``train_one_epoch``, ``evaluate`` and ``fit`` and grades
-them by behaviour. The reference versions here deliberately carry other names and other, keyword-only
-required arguments (:func:`run_epoch`, :func:`fit_model`), so that ``from course.training import *``
-or a quick look at this module cannot silently hand a student the graded answer under its name.
+The lesson asks students to write their own ``train_one_epoch``, ``evaluate``, ``fit`` and classifier,
+and grades them by behaviour. The course's versions here carry other names and other, keyword-only
+required arguments (:func:`run_epoch`, :func:`fit_model`, :func:`make_cnn`), and the lesson's checks
+switch them off while they run a student's function (``graders.lesson_checks.training_loop``): this
+module is shipped to students, so it cannot be what answers the exercises.
 """
 
 import contextlib
@@ -276,8 +277,8 @@ class History:
         return len(self.train_loss)
 
 
-# Deliberately not called train_one_epoch / evaluate / fit, and with keyword-only required arguments:
-# lesson 04 grades the students' own functions of those names (see the module docstring).
+# Not called train_one_epoch / evaluate / fit, and with keyword-only required arguments: lesson 04
+# grades the students' own functions of those names, with these switched off (see the module docstring).
 def run_epoch(model: nn.Module, loader, *, loss_fn, device, optimizer=None, scheduler=None,
               clip_norm: float | None = None, show_progress=None, desc: str | None = None,
               step_losses: list | None = None) -> EpochResult:
