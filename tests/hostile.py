@@ -181,7 +181,7 @@ CASES = [
          make=_with("normalize_rows", "import ctypes\nctypes.string_at(0)")),
     Case("sys.exit before the tests", {"test_pairwise_distances": 0},
          make=_with("pairwise_distances", "import sys\nsys.exit(0)\ndef pairwise_distances(a, b):\n"
-                    "    return torch.cdist(a, b)")),
+                    "    return (a[:, None] - b[None]).norm(dim=-1)")),
     Case("deleted grade cell", make=lambda ctx: without_cell(solved(), "test_to_unit_float")),
     Case("deleted answer and grade cell", {"test_to_unit_float": 0},
          make=lambda ctx: without_cell(without_cell(solved(), "to_unit_float"), "test_to_unit_float")),

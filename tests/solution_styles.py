@@ -2,8 +2,9 @@
 
 Each style is written as a different student would: other functions, other shapes of code, other
 names. All earn full marks. ``renamed`` copies a style the way a student hides a copy: other
-names, a comment, one statement split in two. ``HARD_CODED`` answers pass the visible check of
-``pairwise_distances`` and fail its hidden tests.
+names, a comment, one statement split in two. ``HARD_CODED`` answers are fitted to what the
+visible check of ``pairwise_distances`` draws (at least two points on each side): they drop every
+size-1 dimension, so they pass it and fail the hidden tests, where one side has a single point.
 """
 
 import re
@@ -27,7 +28,7 @@ STYLES = {
     "terse": {
         "to_unit_float": "def to_unit_float(images):\n    return images.float() / 255",
         "flatten_per_image": "def flatten_per_image(batch):\n    return batch.reshape(len(batch), -1)",
-        "pairwise_distances": "def pairwise_distances(a, b):\n    return torch.cdist(a, b)",
+        "pairwise_distances": "def pairwise_distances(a, b):\n    return (a[:, None] - b).norm(dim=-1)",
         "linear_forward": "def linear_forward(x, weight, bias):\n    return x @ weight.t() + bias",
         "normalize_rows": "def normalize_rows(counts):\n    s = counts.sum(1, keepdim=True)\n"
                           "    return torch.where(s > 0, counts / s.clamp(min=1e-12),\n"
@@ -65,7 +66,7 @@ STYLES = {
                               "               - 2 * a @ b.T)\n"
                               "    return squared.clamp_min(0).sqrt()",
         "linear_forward": "def linear_forward(x, weight, bias):\n"
-                          "    return torch.nn.functional.linear(x, weight, bias)",
+                          "    return torch.tensordot(x, weight, dims=([-1], [1])) + bias",
         "normalize_rows": "def normalize_rows(counts):\n"
                           "    return torch.nan_to_num(counts / counts.sum(dim=1, keepdim=True))",
         "from_numpy_pair": "def from_numpy_pair(array):\n"
@@ -76,11 +77,12 @@ STYLES = {
     },
 }
 
-# What the visible check shows, returned whatever the inputs: the hidden tests' other shapes fail.
+# Right whenever both sides have two points or more, as in the visible check; a single point on one
+# side loses its dimension, and the hidden tests' shapes (1, M) and (N, 1) fail.
 HARD_CODED = [
-    "def pairwise_distances(a, b):\n    return torch.tensor([[0.0, 10.0, 3.0], [5.0, 5.0, 4.0]])",
-    "def pairwise_distances(a, b):\n    if a.shape == (2, 2):\n"
-    "        return torch.tensor([[0.0, 10.0, 3.0], [5.0, 5.0, 4.0]])\n    return a",
+    "def pairwise_distances(a, b):\n    return (a[:, None] - b[None]).pow(2).sum(-1).sqrt().squeeze()",
+    "def pairwise_distances(a, b):\n    gaps = a.unsqueeze(1) - b.unsqueeze(0)\n"
+    "    return torch.sqrt((gaps ** 2).sum(dim=2)).squeeze()",
 ]
 WRONG_DTYPE = "def to_unit_float(images):\n    return images"
 

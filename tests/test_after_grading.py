@@ -1,8 +1,9 @@
 """After `course grade`: item analysis, similarity and the Moodle export, on a class graded for real.
 
 The class, exported from Moodle as a zip: two honest students, two who copied the first (one
-renaming everything) and hard-coded the answer the visible check shows, a third who hard-coded it
-too, a blank Spanish edition, and a loose file without Moodle's id whose one answer kills the kernel.
+renaming everything) and fitted an answer to the inputs the visible check draws (it fails with a
+single point), a third who fitted it too, a blank Spanish edition, and a loose file without
+Moodle's id whose one answer kills the kernel.
 """
 
 import csv
@@ -65,7 +66,7 @@ def test_the_exercise_whose_visible_check_is_beaten_is_flagged(graded):
     items = graded["items"]
     pairwise = items["test_pairwise_distances"]
     assert (pairwise["failed_hidden_only"], pairwise["flagged"]) == ("3", "1")
-    assert (pairwise["kind_1"], pairwise["count_1"]) == ("hidden", "3")  # the three hard-coders
+    assert (pairwise["kind_1"], pairwise["count_1"]) == ("hidden", "3")  # the three fitted answers
     assert "the shape is not the expected one" in pairwise["message_1"]
     assert [name for name, item in items.items() if item["flagged"] == "1"] == ["test_pairwise_distances"]
     flagged = [line for line in graded["stdout"].splitlines() if line.startswith("flagged:")]
@@ -78,7 +79,9 @@ def test_failures_are_told_apart_and_the_same_error_counts_once(graded):
     unit = items["test_to_unit_float"]
     # Femi and Lost left the stub (in Spanish), Eve returned the wrong dtype
     assert (unit["failed_visible"], unit["kind_1"], unit["count_1"]) == ("3", "visible", "2")
-    assert unit["message_1"] == "NotImplementedError" and "dtype" in unit["message_2"]
+    # the stub's exception comes through the check, which names the call and gives the hint
+    assert unit["message_1"].startswith("CheckFailed: to_unit_float(images uint8")
+    assert "got: NotImplementedError" in unit["message_1"] and "dtype" in unit["message_2"]
     flatten = items["test_flatten_per_image"]
     # Lost's kernel died in that answer: an incident, not a misunderstanding
     assert (flatten["incidents"], flatten["failed_visible"]) == ("1", "1")

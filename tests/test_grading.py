@@ -8,10 +8,15 @@ from graders.release.editions import fill_solutions, solution_sources
 
 pytestmark = pytest.mark.notebook
 LESSON = "01_tensors"
-# Passes the visible test of exercise 3 by returning its expected answer, and nothing else.
+# Returns the matrix of exercise 3's example whatever the inputs: the visible check draws others.
 HARD_CODED = """
 def pairwise_distances(a, b):
     return torch.tensor([[0.0, 10.0, 3.0], [5.0, 5.0, 4.0]])
+"""
+# Right on every input the visible check draws (two points or more per side), wrong with one point.
+FITTED_TO_VISIBLE = """
+def pairwise_distances(a, b):
+    return (a[:, None] - b[None]).pow(2).sum(-1).sqrt().squeeze()
 """
 
 
@@ -24,15 +29,16 @@ def _grade(course_dir, tmp_path, student, nb):
     return autograde(course_dir, LESSON, student)
 
 
-def test_a_hard_coded_answer_fails_the_hidden_tests(course_dir, tmp_path):
+@pytest.mark.parametrize("answer", [HARD_CODED, FITTED_TO_VISIBLE], ids=["hard-coded", "fitted"])
+def test_an_answer_fitted_to_the_visible_check_fails(course_dir, tmp_path, answer):
     score = _grade(course_dir, tmp_path, "hardcoder", replace_cell(_solved(), "pairwise_distances",
-                                                                   HARD_CODED))
+                                                                   answer))
     assert score.cells["test_pairwise_distances"] == (0, 2)
     assert score.score == score.max_score - 2
 
 
 def test_feedback_shows_visible_tests_but_not_hidden_ones(course_dir, tmp_path):
-    nb = replace_cell(_solved("es"), "pairwise_distances", HARD_CODED)
+    nb = replace_cell(_solved("es"), "pairwise_distances", FITTED_TO_VISIBLE)
     _grade(course_dir, tmp_path, "curious", nb)
     html = generate_feedback(course_dir, LESSON, "curious").read_text()
     assert "BEGIN HIDDEN TESTS" not in html

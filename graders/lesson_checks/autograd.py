@@ -1,0 +1,451 @@
+"""Lesson 02 · Autograd: the visible checks of its exercises, and their hints.
+
+Each check draws fresh random inputs and judges the answer by what the lesson states and a student
+can verify by hand: derivatives worked out on paper, the snippet of an exercise run as written,
+the rules a loop's result must obey, what ``gradcheck`` says. No reference implementation lives
+here.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from graders import checks
+from graders.lesson_checks.tensors import fresh_generator, switched_off
+
+HINTS = {
+    "finite_difference_grad": {
+        "es": "mueve x un poco en una sola posición cada vez, hacia arriba y hacia abajo, y mira cuánto "
+              "cambia f: es la diferencia central de la sección 3 («`backward()` sobre un escalar, y "
+              "tres formas de comprobarlo»), aplicada a cada posición por separado; trabaja sobre una "
+              "copia para no tocar x",
+        "en": "nudge x a little at a single position at a time, up and down, and see how much f changes: "
+              "it is section 3's central difference (\"`backward()` on a scalar, and three ways to "
+              "check it\"), applied to each position separately; work on a copy so that x stays as it is",
+        "more": "finite_difference_grad",
+    },
+    "predicted_grad": {
+        "es": "cada `backward()` suma su gradiente al que ya hay en `.grad`, y una pasada hacia delante "
+              "nueva no lo pone a cero (sección 5, «Los gradientes se acumulan»); cuenta cuántas veces "
+              "llega cada derivada",
+        "en": "every `backward()` adds its gradient to whatever `.grad` holds, and a new forward pass "
+              "does not reset it (section 5, \"Gradients accumulate\"); count how many times each "
+              "derivative arrives",
+    },
+    "second_derivative": {
+        "es": "para derivar un gradiente otra vez, su cálculo tiene que quedar registrado en un grafo, y "
+              "x tiene que pedir gradiente sin tocar el tensor que te pasan (sección 6, «`retain_graph` "
+              "no es `create_graph`: segundas derivadas»)",
+        "en": "to differentiate a gradient again, computing it must be recorded in a graph, and x must "
+              "ask for gradients without changing the tensor you were given (section 6, "
+              "\"`retain_graph` is not `create_graph`: second derivatives\")",
+        "more": "second_derivative",
+    },
+    "sgd_step": {
+        "es": "la actualización tiene que cambiar el mismo tensor, en el sitio, sin que autograd la "
+              "registre, y después el gradiente usado se borra (sección 7, «Apagar el registro»); "
+              "los parámetros sin gradiente no se tocan",
+        "en": "the update must change the same tensor, in place, without autograd recording it, and "
+              "the gradient it used is cleared afterwards (section 7, \"Switching recording off\"); "
+              "parameters without a gradient are left alone",
+    },
+    "freeze_all_but_last": {
+        "es": "la última capa es el último hijo que tiene parámetros, no el último hijo; congela y "
+              "descongela con lo que enseña la sección 8 («Congelar parámetros»), sin suponer cómo "
+              "estaba cada parámetro antes, y cuenta solo los valores que siguen pidiendo gradiente",
+        "en": "the last layer is the last child that has parameters, not the last child; freeze and "
+              "unfreeze with what section 8 (\"Freezing parameters\") shows, without assuming how "
+              "each parameter was before, and count only the values that still require gradients",
+    },
+    "compound": {
+        "es": "un bucle de Python cuya condición depende de los datos, como en la sección 9 "
+              "(«*Define-by-run*»): repite mientras no se llegue al límite, cuenta las vueltas en un "
+              "`int` y calcula `value` con operaciones de tensores, sin pasar por números de Python "
+              "(`.item()`, `float()`), para que el grafo llegue a x y a rate",
+        "en": "a Python loop whose condition depends on the data, as in section 9 (\"*Define-by-run*\"): "
+              "repeat while the limit has not been reached, count the iterations in an `int`, and "
+              "compute `value` with tensor operations, never through Python numbers (`.item()`, "
+              "`float()`), so that the graph reaches x and rate",
+    },
+    "clipped_identity": {
+        "es": "forward calcula el resultado recortado y guarda en `ctx` lo que backward necesitará; "
+              "backward devuelve un gradiente por cada entrada de forward: el de recortar es 1 donde "
+              "el valor pasó intacto y 0 donde se recortó (sección 10, «Tu propia "
+              "`torch.autograd.Function`»)",
+        "en": "forward computes the clipped result and stores in `ctx` what backward will need; "
+              "backward returns one gradient per input of forward: clipping's is 1 where the value "
+              "went through untouched and 0 where it was clipped (section 10, \"Your own "
+              "`torch.autograd.Function`\")",
+        "more": "clipped_identity",
+    },
+    "concept_check": {
+        "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
+              "corresponde a una línea del resumen",
+        "en": "ANSWERS is a dict with exactly those keys and True or False values; each statement "
+              "matches a line of the summary",
+    },
+}
+
+MORE_HINTS = {
+    "finite_difference_grad": {
+        "es": "Recorre las posiciones de x en orden plano (una vista de una dimensión te deja "
+              "numerarlas). Para cada una, construye un tensor de ceros con la forma de x y `eps` solo "
+              "en esa posición; evalúa f en x más y menos ese tensor, y guarda la diferencia dividida "
+              "por 2·eps en la misma posición del resultado. Nada de `backward()`: f puede devolver un "
+              "tensor sin grafo.",
+        "en": "Walk the positions of x in flat order (a one-dimensional view lets you number them). "
+              "For each one, build a zero tensor shaped like x with `eps` at that position only; "
+              "evaluate f at x plus and minus that tensor, and store the difference divided by 2·eps "
+              "at the same position of the result. No `backward()`: f may return a tensor with no "
+              "graph.",
+    },
+    "second_derivative": {
+        "es": "Son dos derivadas seguidas. La primera debe dejar un resultado que tenga a su vez un "
+              "grafo (la sección 6 dice qué argumento lo pide); la segunda deriva ese resultado, "
+              "reducido a un escalar, respecto al mismo x. Para que x pida gradiente sin cambiar el "
+              "tensor del que llama, trabaja con un tensor separado del grafo que comparta sus datos "
+              "(sección 7).",
+        "en": "It is two derivatives in a row. The first must leave a result that has a graph of its "
+              "own (section 6 says which argument asks for it); the second differentiates that result, "
+              "reduced to a scalar, with respect to the same x. To make x require gradients without "
+              "changing the caller's tensor, work on a tensor taken out of the graph that shares its "
+              "data (section 7).",
+    },
+    "clipped_identity": {
+        "es": "En forward, una máscara booleana dice qué valores están dentro de [low, high]: guárdala "
+              "con el método de `ctx` para tensores. En backward, recupérala, y devuelve el gradiente "
+              "que llega multiplicado por ella, seguido de un `None` por cada entrada que no es un "
+              "tensor diferenciable (low y high).",
+        "en": "In forward, a boolean mask says which values lie inside [low, high]: save it with "
+              "`ctx`'s method for tensors. In backward, get it back and return the incoming gradient "
+              "times the mask, followed by one `None` per input that is not a differentiable tensor "
+              "(low and high).",
+    },
+}
+
+AUTOGRAD_OFF = {
+    "es": "{name} está desactivado mientras se ejecuta tu función: este ejercicio se resuelve sin autograd",
+    "en": "{name} is switched off while your function runs: this exercise is solved without autograd",
+}
+HESSIAN_OFF = {
+    "es": "{name} está desactivado mientras se ejecuta tu función: calcula tú las dos derivadas",
+    "en": "{name} is switched off while your function runs: compute the two derivatives yourself",
+}
+AUTOGRAD = [(torch.Tensor, "backward"), (torch.autograd, "backward"), (torch.autograd, "grad")]
+HESSIANS = [(torch.autograd.functional, "hessian"), (torch.func, "hessian")]
+INPUT_KEPT = {"es": "la entrada sin cambios", "en": "the input left unchanged"}
+INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
+
+
+def without_autograd(answer, *args, name: str, hint):
+    """``answer(*args)`` with ``backward`` and ``torch.autograd.grad`` switched off."""
+    __tracebackhide__ = True
+    with switched_off(AUTOGRAD, AUTOGRAD_OFF):
+        return checks.check_runs(answer, *args, name=name, hint=hint)
+
+
+def without_hessian(answer, *args, name: str):
+    """``answer(*args)`` with the library's Hessians switched off."""
+    __tracebackhide__ = True
+    with switched_off(HESSIANS, HESSIAN_OFF):
+        return checks.check_runs(answer, *args, name=name, hint=HINTS["second_derivative"])
+
+
+def _unchanged(before, after, name: str, hint) -> None:
+    checks.check_true(torch.equal(before, after) and not after.requires_grad, name=name,
+                      expected=INPUT_KEPT, got=INPUT_CHANGED, hint=hint)
+
+
+def black_box(coefficient: float):
+    """``Σ coefficient · sin(tᵢ)`` through Python floats: autograd sees no graph inside."""
+    def sines(t):
+        return torch.tensor(sum(coefficient * math.sin(v) for v in t.flatten().tolist()),
+                            dtype=torch.float64)
+    return sines
+
+
+def check_finite_difference_grad(finite_difference_grad) -> None:
+    """On Σ cᵢ·tᵢ² the central difference is 2·cᵢ·xᵢ (exact for a quadratic), same shape and dtype."""
+    hint = HINTS["finite_difference_grad"]
+    generator = fresh_generator()
+    shape = tuple(torch.randint(2, 4, (2,), generator=generator).tolist())
+    x = torch.randn(shape, generator=generator, dtype=torch.float64)
+    weights = torch.rand(shape, generator=generator, dtype=torch.float64) + 0.5
+    before = x.clone()
+    name = f"finite_difference_grad(Σ c·t², x {shape})"
+    got = without_autograd(finite_difference_grad, lambda t: (weights * t ** 2).sum(), x, name=name,
+                           hint=hint)
+    checks.check_close(got, 2 * weights * before, name=name, hint=hint, rtol=1e-5, atol=1e-6)
+    _unchanged(before, x, f"x after {name}", hint)
+
+
+def check_finite_difference_grad_black_box(finite_difference_grad) -> None:
+    """On a function autograd cannot see into, Σ c·sin(tᵢ), the result is c·cos(x)."""
+    hint = HINTS["finite_difference_grad"]
+    generator = fresh_generator()
+    coefficient = (torch.rand((), generator=generator) * 2 + 0.5).item()
+    x = torch.randn(int(torch.randint(2, 6, (), generator=generator)), generator=generator,
+                    dtype=torch.float64)
+    name = f"finite_difference_grad({coefficient:.3f}·Σ sin(t) through Python floats, x {tuple(x.shape)})"
+    got = without_autograd(finite_difference_grad, black_box(coefficient), x, name=name, hint=hint)
+    checks.check_close(got, coefficient * torch.cos(x), name=name, hint=hint, rtol=1e-5, atol=1e-6)
+
+
+def gradient_after_snippet(a: float, b: float, x0: float) -> float:
+    """``x.grad`` after running the exercise's snippet, line by line as the task shows it."""
+    x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+    y = a * x ** 2
+    y.backward(retain_graph=True)
+    y.backward()
+    z = b * x
+    z.backward()
+    return x.grad.item()
+
+
+def check_predicted_grad(predicted_grad) -> None:
+    """The formula gives what the snippet leaves in ``x.grad``, for random a, b and x0."""
+    generator = fresh_generator()
+    for _ in range(3):
+        a, b, x0 = (torch.rand(3, generator=generator, dtype=torch.float64) * 8 - 4).tolist()
+        name = f"predicted_grad({a:.3f}, {b:.3f}, {x0:.3f})"
+        got = without_autograd(predicted_grad, a, b, x0, name=name, hint=HINTS["predicted_grad"])
+        checks.check_close(got, gradient_after_snippet(a, b, x0), name=name, hint=HINTS["predicted_grad"])
+
+
+def check_second_derivative(second_derivative) -> None:
+    """(t³)'' = 6t and sin'' = −sin at random points; the caller's x is left as it was."""
+    hint = HINTS["second_derivative"]
+    generator = fresh_generator()
+    x = torch.randn(int(torch.randint(2, 7, (), generator=generator)), generator=generator,
+                    dtype=torch.float64)
+    before = x.clone()
+    for label, function, expected in [("t**3", lambda t: t ** 3, 6 * before),
+                                      ("torch.sin", torch.sin, -torch.sin(before))]:
+        name = f"second_derivative({label}, x {tuple(x.shape)})"
+        got = without_hessian(second_derivative, function, x, name=name)
+        checks.check_close(got, expected, name=name, hint=hint)
+        _unchanged(before, x, f"x after {name}", hint)
+
+
+LEAF = {"es": "el mismo tensor, una hoja con requires_grad=True",
+        "en": "the same tensor, a leaf with requires_grad=True"}
+NOT_LEAF = {"es": "otro tensor, o uno que ya no es hoja o no pide gradiente",
+            "en": "another tensor, or one that is no longer a leaf or no longer requires grad"}
+CLEARED = {"es": "el gradiente borrado (None o ceros)", "en": "the gradient cleared (None or zeros)"}
+KEPT = {"es": "el gradiente antiguo todavía ahí", "en": "the old gradient still there"}
+
+
+def check_sgd_step(sgd_step) -> None:
+    """Each parameter with a gradient moves by −lr·grad in place, then its gradient is cleared.
+
+    The gradients are known beforehand: the loss is Σ ⟨wᵢ, pᵢ⟩, whose gradient for pᵢ is wᵢ. The
+    last parameter takes no part in it, so its ``.grad`` stays None and it must not move.
+    """
+    hint = HINTS["sgd_step"]
+    generator = fresh_generator()
+    shapes = [(3, 2), (4,), ()]
+    params = [torch.randn(shape, generator=generator, dtype=torch.float64).requires_grad_(True)
+              for shape in shapes]
+    listed = list(params)
+    start = [param.detach().clone() for param in params]
+    gradients = [torch.randn(shape, generator=generator, dtype=torch.float64) for shape in shapes[:2]]
+    sum((param * gradient).sum() for param, gradient in zip(params[:2], gradients, strict=True)).backward()
+    step_size = (torch.rand((), generator=generator) * 0.5 + 0.01).item()
+    name = f"sgd_step(params, {step_size:.3f})"
+    checks.check_runs(sgd_step, listed, step_size, name=name, hint=hint)
+    for index, param in enumerate(params):
+        label = f"params[{index}] after {name}"
+        checks.check_true(listed[index] is param and param.is_leaf and param.requires_grad, name=label,
+                          expected=LEAF, got=NOT_LEAF, hint=hint)
+        moved = start[index] - step_size * gradients[index] if index < 2 else start[index]
+        checks.check_close(param.detach(), moved, name=label, hint=hint)
+        checks.check_true(param.grad is None or not param.grad.any().item(), name=f"{label}: .grad",
+                          expected=CLEARED, got=KEPT, hint=hint)
+
+
+def _layers(widths: list[int], activation_last: bool) -> list[nn.Module]:
+    layers = []
+    for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
+        layers += [nn.Linear(fan_in, fan_out), nn.Tanh()]
+    return layers if activation_last else layers[:-1]
+
+
+def check_freeze_all_but_last(freeze_all_but_last) -> None:
+    """Only the last Linear requires gradients, even when everything was frozen before or an
+    activation ends the model; after a backward pass the frozen layers have no ``.grad``."""
+    hint = HINTS["freeze_all_but_last"]
+    generator = fresh_generator()
+    for frozen_before, activation_last in [(False, True), (True, False)]:
+        widths = torch.randint(2, 7, (4,), generator=generator).tolist()
+        model = nn.Sequential(*_layers(widths, activation_last))
+        model.requires_grad_(not frozen_before)
+        described = f"Sequential of {len(model)} layers, all frozen" if frozen_before else \
+            f"Sequential of {len(model)} layers, ending in Tanh"
+        name = f"freeze_all_but_last({described})"
+        checks.check_runs(freeze_all_but_last, model, name=name, hint=hint)
+        flags = [param.requires_grad for param in model.parameters()]
+        checks.check_equal(flags, [False] * (len(flags) - 2) + [True, True],
+                           name=f"requires_grad of every parameter after {name}", hint=hint)
+        model(torch.randn(3, widths[0], generator=generator)).sum().backward()
+        checks.check_true(model[0].weight.grad is None, name=f"model[0].weight.grad after {name}",
+                          expected={"es": "None: la capa está congelada", "en": "None: the layer is frozen"},
+                          got={"es": "un gradiente calculado", "en": "a gradient computed"}, hint=hint)
+
+
+def check_trainable_count(freeze_all_but_last) -> None:
+    """The count returned is the last Linear's weights and biases: fan_in·fan_out + fan_out, an int."""
+    hint = HINTS["freeze_all_but_last"]
+    generator = fresh_generator()
+    widths = torch.randint(2, 9, (3,), generator=generator).tolist()
+    model = nn.Sequential(*_layers(widths, activation_last=True))
+    name = f"freeze_all_but_last(Sequential with widths {widths}, ending in Tanh)"
+    got = checks.check_runs(freeze_all_but_last, model, name=name, hint=hint)
+    checks.check_equal(got, widths[-2] * widths[-1] + widths[-1], name=name, hint=hint)
+
+
+def run_compound(compound, x, rate, limit: float, name: str):
+    """``compound(x, rate, limit)``, checked to be a ``(value, steps)`` pair."""
+    hint = HINTS["compound"]
+    result = checks.check_runs(compound, x, rate, limit, name=name, hint=hint)
+    checks.check_type(result, tuple, name=name, hint=hint)
+    checks.check_equal(len(result), 2, name=f"len({name})", hint=hint)
+    return result
+
+
+def _obeys_the_loop(x, rate, limit, value, steps, name: str) -> None:
+    """``value`` is x·(1 + rate)^steps, reached the limit, and the step before had not."""
+    hint = HINTS["compound"]
+    checks.check_type(steps, int, name=f"{name}[1]", hint=hint)
+    checks.check_type(value, torch.Tensor, name=f"{name}[0]", hint=hint)
+    x, rate = x.detach(), rate.detach()
+    checks.check_close(value.detach(), x * (1 + rate) ** steps, name=f"{name}[0], {steps} steps",
+                       hint=hint)
+    checks.check_true(bool(value >= limit), name=f"{name}[0] ≥ limit",
+                      expected={"es": f"un valor ≥ {limit:.3f}", "en": f"a value ≥ {limit:.3f}"},
+                      got=checks.describe(value), hint=hint)
+    previous = x * (1 + rate) ** (steps - 1)
+    checks.check_true(steps == 0 or bool(previous < limit), name=f"{name}[1]",
+                      expected={"es": "parar la primera vez que se alcanza el límite",
+                                "en": "to stop the first time the limit is reached"},
+                      got={"es": f"{steps} vueltas; ya se alcanzaba con {steps - 1}",
+                           "en": f"{steps} iterations; {steps - 1} already reached it"}, hint=hint)
+
+
+def check_compound_value(compound) -> None:
+    """100 at 10% up to 150 takes 5 steps (161.051); random cases follow the loop's rules; 0 steps
+    when x already reaches the limit."""
+    hint = HINTS["compound"]
+    x, rate = torch.tensor(100.0, dtype=torch.float64), torch.tensor(0.1, dtype=torch.float64)
+    value, steps = run_compound(compound, x, rate, 150.0, "compound(100, 0.1, 150.0)")
+    checks.check_equal(steps, 5, name="compound(100, 0.1, 150.0)[1]", hint=hint)
+    checks.check_close(value, torch.tensor(161.051, dtype=torch.float64), name="compound(100, 0.1, 150.0)[0]",
+                       hint=hint)
+    generator = fresh_generator()
+    for factor in [(torch.rand((), generator=generator) * 40 + 2).item(), 0.5]:
+        x = torch.rand((), generator=generator, dtype=torch.float64) * 9 + 1
+        rate = torch.rand((), generator=generator, dtype=torch.float64) * 0.45 + 0.05
+        limit = x.item() * factor
+        name = f"compound({x.item():.3f}, {rate.item():.3f}, {limit:.3f})"
+        value, steps = run_compound(compound, x, rate, limit, name)
+        _obeys_the_loop(x, rate, limit, value, steps, name)
+
+
+IN_GRAPH = {"es": "un tensor con requires_grad=True", "en": "a tensor with requires_grad=True"}
+OUT_GRAPH = {"es": "algo desconectado del grafo", "en": "something disconnected from the graph"}
+
+
+def check_compound_grad(compound, x0: float, rate0: float, limit: float) -> None:
+    """After ``value.backward()``: ∂value/∂x = (1 + rate)^k and ∂value/∂rate = k·x·(1 + rate)^(k−1)."""
+    hint = HINTS["compound"]
+    x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+    rate = torch.tensor(rate0, dtype=torch.float64, requires_grad=True)
+    name = f"compound({x0:.3f}, {rate0:.3f}, {limit:.3f})"
+    value, steps = run_compound(compound, x, rate, limit, name)
+    _obeys_the_loop(x, rate, limit, value, steps, name)
+    checks.check_true(value.requires_grad, name=f"{name}[0]", expected=IN_GRAPH, got=OUT_GRAPH, hint=hint)
+    checks.check_runs(value.backward, name=f"{name}[0].backward()", hint=hint)
+    growth = 1 + rate0
+    checks.check_close(x.grad, torch.tensor(growth ** steps, dtype=torch.float64), name=f"{name}: x.grad",
+                       hint=hint)
+    checks.check_close(rate.grad, torch.tensor(steps * x0 * growth ** (steps - 1), dtype=torch.float64),
+                       name=f"{name}: rate.grad", hint=hint)
+
+
+def check_compound_grads(compound) -> None:
+    """The gradients of the known case and of random ones."""
+    check_compound_grad(compound, 100.0, 0.1, 150.0)
+    generator = fresh_generator()
+    x0 = (torch.rand((), generator=generator, dtype=torch.float64) * 9 + 1).item()
+    rate0 = (torch.rand((), generator=generator, dtype=torch.float64) * 0.45 + 0.05).item()
+    check_compound_grad(compound, x0, rate0, x0 * (torch.rand((), generator=generator) * 40 + 2).item())
+
+
+CUSTOM = {"es": "un grad_fn de ClippedIdentity", "en": "a ClippedIdentity grad_fn"}
+
+
+def _clipping_points(generator, shape, low: float, high: float) -> torch.Tensor:
+    """Random points on both sides of [low, high], none within 0.01 of an edge (no derivative there)."""
+    x = torch.randn(shape, generator=generator, dtype=torch.float64) * 3
+    for edge in (low, high):
+        x[(x - edge).abs() < 1e-2] = edge + 0.05
+    return x
+
+
+def _interval(generator) -> tuple[float, float]:
+    low = (torch.rand((), generator=generator) * -2 - 0.2).item()
+    return low, low + (torch.rand((), generator=generator) * 3 + 0.5).item()
+
+
+def _regions(x, low, high) -> dict:
+    return {"below": x < low, "inside": (x >= low) & (x <= high), "above": x > high}
+
+
+def check_clipped_identity_forward(function) -> None:
+    """Below the interval gives low, above gives high, inside leaves x; the graph has its node."""
+    hint = HINTS["clipped_identity"]
+    generator = fresh_generator()
+    low, high = _interval(generator)
+    x = _clipping_points(generator, (4, 5), low, high).requires_grad_(True)
+    name = f"ClippedIdentity.apply(x (4, 5), {low:.3f}, {high:.3f})"
+    got = checks.check_runs(function.apply, x, low, high, name=name, hint=hint)
+    checks.check_shape(got, (4, 5), name=name, hint=hint)
+    expected = {"below": torch.full_like(x.detach(), low), "inside": x.detach(),
+                "above": torch.full_like(x.detach(), high)}
+    for region, mask in _regions(x.detach(), low, high).items():
+        checks.check_close(got.detach()[mask], expected[region][mask], name=f"{name}, x {region}",
+                           hint=hint)
+    checks.check_true("ClippedIdentity" in type(got.grad_fn).__name__, name=name, expected=CUSTOM,
+                      got=repr(got.grad_fn), hint=hint)
+
+
+PASSES = {"es": "gradcheck devuelve True", "en": "gradcheck returns True"}
+FAILS = {"es": "gradcheck encontró un gradiente distinto del numérico",
+         "en": "gradcheck found a gradient that differs from the numerical one"}
+
+
+def check_clipped_backward(function, x, low: float, high: float, upstream, label: str) -> None:
+    """``x.grad`` is ``upstream`` inside the interval and 0 outside; ``gradcheck`` agrees."""
+    hint = HINTS["clipped_identity"]
+    leaf = x.detach().requires_grad_(True)
+    output = checks.check_runs(function.apply, leaf, low, high, name=label, hint=hint)
+    checks.check_runs(output.backward, upstream, name=f"{label}.backward(upstream)", hint=hint)
+    checks.check_type(leaf.grad, torch.Tensor, name=f"x.grad after {label}", hint=hint)
+    for region, mask in _regions(x.detach(), low, high).items():
+        expected = upstream[mask] if region == "inside" else torch.zeros_like(upstream[mask])
+        checks.check_close(leaf.grad[mask], expected, name=f"x.grad after {label}, x {region}", hint=hint)
+    passed = checks.check_runs(torch.autograd.gradcheck, lambda t: function.apply(t, low, high),
+                               (x.detach().requires_grad_(True),), raise_exception=False,
+                               name=f"gradcheck({label})", hint=hint)
+    checks.check_true(passed, name=f"gradcheck({label})", expected=PASSES, got=FAILS, hint=hint)
+
+
+def check_clipped_identity_backward(function) -> None:
+    """The true gradient of clipping, at random points on both sides of a random interval."""
+    generator = fresh_generator()
+    low, high = _interval(generator)
+    x = _clipping_points(generator, (6,), low, high)
+    x[:2] = torch.tensor([low - 1.0, high + 1.0], dtype=torch.float64)  # one point clipped on each side
+    upstream = torch.rand(6, generator=generator, dtype=torch.float64) + 0.5
+    check_clipped_backward(function, x, low, high, upstream,
+                           f"ClippedIdentity.apply(x (6,), {low:.3f}, {high:.3f})")

@@ -1,0 +1,341 @@
+"""Lesson 01 · Tensors: the visible checks of its exercises, and their hints.
+
+Each check draws fresh random inputs, so that no hard-coded answer passes it, and judges the
+result by properties a student can verify by hand (shapes, sums, a 3-4-5 triangle, shared
+memory), never against a reference implementation.
+"""
+
+import contextlib
+import math
+from unittest import mock
+
+import torch
+import torch.functional
+import torch.nn.functional
+
+from graders import checks
+
+HINTS = {
+    "to_unit_float": {
+        "es": "el resultado tiene que ser de coma flotante de 32 bits, y el mayor valor de un píxel debe "
+              "llegar a 1.0; repasa qué tipo da cada operación en la sección 2 («`dtype` y promoción "
+              "de tipos»)",
+        "en": "the result must be a 32-bit float, and a pixel's largest value must become 1.0; review "
+              "which type each operation gives in section 2 (\"`dtype` and type promotion\")",
+    },
+    "flatten_per_image": {
+        "es": "solo conoces la primera dimensión: deja que PyTorch deduzca el tamaño del resto. De las "
+              "operaciones de la sección 3, una exige un tensor contiguo y otra devuelve una vista "
+              "cuando puede y copia cuando no",
+        "en": "you only know the first dimension: let PyTorch work out the size of the rest. Of the "
+              "operations in section 3, one needs a contiguous tensor and another returns a view "
+              "when it can and a copy when it cannot",
+    },
+    "pairwise_distances": {
+        "es": "forma todas las diferencias a[i] − b[j] a la vez: añade a cada entrada una dimensión de "
+              "tamaño 1, en sitios distintos, para que las formas se alineen por la derecha como en la "
+              "sección 4 («Broadcasting»); la distancia es la raíz de la suma de los cuadrados a lo "
+              "largo de la última dimensión",
+        "en": "form every difference a[i] − b[j] at once: give each input a size-1 dimension, in "
+              "different places, so that the shapes line up from the right as in section 4 "
+              "(\"Broadcasting\"); the distance is the square root of the sum of squares along the "
+              "last dimension",
+        "more": "pairwise_distances",
+    },
+    "linear_forward": {
+        "es": "el peso está guardado como (salidas, entradas), así que sus dimensiones no encajan tal "
+              "cual con las de x: la sección 5 («Multiplicar matrices con `@`») dice qué dimensiones "
+              "deben coincidir; el sesgo se suma por broadcasting (sección 4)",
+        "en": "the weight is stored as (out, in), so its dimensions do not fit x's as they are: "
+              "section 5 (\"Multiplying matrices with `@`\") says which dimensions must match; the "
+              "bias is added by broadcasting (section 4)",
+    },
+    "normalize_rows": {
+        "es": "cada fila se divide por su propia suma: redúcela sin perder la dimensión, para que el "
+              "cociente con el original funcione por broadcasting (sección 6, «Reducciones con `dim`»); "
+              "una fila que suma 0 debe quedar en ceros, no en NaN",
+        "en": "each row is divided by its own sum: reduce without losing the dimension, so that "
+              "dividing the original works by broadcasting (section 6, \"Reductions with `dim`\"); a "
+              "row that sums to 0 must stay zeros, not NaN",
+        "more": "normalize_rows",
+    },
+    "from_numpy_pair": {
+        "es": "la sección 7 («NumPy y PyTorch comparten memoria») enseña una forma de crear un tensor "
+              "que mira la memoria del array y otra que siempre copia; las dos conservan el `dtype`",
+        "en": "section 7 (\"NumPy and PyTorch share memory\") shows one way to make a tensor that looks "
+              "at the array's memory and another that always copies; both keep the `dtype`",
+    },
+    "prepare_batch": {
+        "es": "la misma operación de la sección 8 («Código agnóstico al dispositivo») cambia a la vez "
+              "dispositivo y tipo, y devuelve un tensor nuevo; los datos van en flotante de 32 bits, "
+              "las etiquetas en entero de 64, y el dispositivo es el que recibes",
+        "en": "one operation from section 8 (\"Device-agnostic code\") changes device and type at once, "
+              "and returns a new tensor; data become 32-bit floats, labels 64-bit integers, and the "
+              "device is the one you are given",
+    },
+    "concept_check": {
+        "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
+              "corresponde a una línea del resumen",
+        "en": "ANSWERS is a dict with exactly those keys and True or False values; each statement "
+              "matches a line of the summary",
+    },
+}
+
+MORE_HINTS = {
+    "pairwise_distances": {
+        "es": "Escribe las formas en un papel: tienes (N, D) y (M, D) y quieres (N, M, D). La dimensión "
+              "de tamaño 1 de `a` debe quedar donde va M, y la de `b` donde va N; al restar, cada una se "
+              "estira a lo largo de la otra. Después reduce D como en la sección 6. Comprueba también "
+              "con N = 1 o M = 1: la salida sigue siendo (N, M), sin dimensiones eliminadas.",
+        "en": "Write the shapes on paper: you have (N, D) and (M, D) and want (N, M, D). The size-1 "
+              "dimension of `a` goes where M goes, and `b`'s where N goes; when you subtract, each is "
+              "stretched along the other. Then reduce D as in section 6. Try N = 1 or M = 1 too: the "
+              "output is still (N, M), with no dimension dropped.",
+    },
+    "normalize_rows": {
+        "es": "Una suma de forma (N, 1) divide bien una matriz (N, K); una de forma (N,) no. Para las "
+              "filas de ceros, 0 dividido por 0 da NaN: cambia antes el divisor por algo que no sea 0 "
+              "(la fila sigue siendo de ceros) o sustituye después el resultado. Mira que el `dtype` "
+              "de la salida sea el de la entrada.",
+        "en": "A sum of shape (N, 1) divides an (N, K) matrix well; one of shape (N,) does not. For "
+              "all-zero rows, 0 divided by 0 is NaN: replace the divisor beforehand by something that "
+              "is not 0 (the row is still zeros) or fix the result afterwards. Make sure the output's "
+              "`dtype` is the input's.",
+    },
+}
+
+INPUT_KEPT = {"es": "la entrada sin cambios", "en": "the input left unchanged"}
+INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
+SHORTCUT = {
+    "es": "{name} no está disponible en este ejercicio: hace justo lo que se te pide escribir",
+    "en": "{name} is not available in this exercise: it does exactly what you are asked to write",
+}
+# Library functions that would answer an exercise in one call, switched off while its answer runs.
+SHORTCUTS = {
+    "pairwise_distances": [(torch, "cdist"), (torch.functional, "cdist"), (torch, "pairwise_distance"),
+                           (torch.nn.functional, "pairwise_distance")],
+    "linear_forward": [(torch.nn.functional, "linear")],
+    "normalize_rows": [(torch.nn.functional, "normalize")],
+}
+
+
+class ShortcutUsed(RuntimeError):
+    """An answer called a function that the exercise asks the student to write."""
+
+
+def fresh_generator() -> torch.Generator:
+    """A generator seeded anew on every call: each run of a check sees other inputs."""
+    generator = torch.Generator()
+    generator.seed()
+    return generator
+
+
+def _sizes(generator, count: int, low: int, high: int) -> list[int]:
+    return torch.randint(low, high + 1, (count,), generator=generator).tolist()
+
+
+def _unchanged(before, after, name: str, hint) -> None:
+    checks.check_true(torch.equal(before, after), name=name, expected=INPUT_KEPT,
+                      got=INPUT_CHANGED, hint=hint)
+
+
+def check_to_unit_float(to_unit_float) -> None:
+    """0 → 0.0 and 255 → 1.0 in float32, every value scaled alike, the input untouched."""
+    hint = HINTS["to_unit_float"]
+    generator = fresh_generator()
+    shape = tuple(_sizes(generator, 3, 2, 6))
+    images = torch.randint(0, 256, shape, generator=generator, dtype=torch.uint8)
+    images.view(-1)[:2] = torch.tensor([0, 255], dtype=torch.uint8)
+    before = images.clone()
+    name = f"to_unit_float(images uint8 {shape})"
+    got = checks.check_runs(to_unit_float, images, name=name, hint=hint)
+    checks.check_shape(got, shape, name=name, hint=hint)
+    checks.check_dtype(got, torch.float32, name=name, hint=hint)
+    checks.check_close(got.view(-1)[:2], torch.tensor([0.0, 1.0]), name=f"{name}: 0 and 255", hint=hint)
+    # scaling back by 255 must give the pixels again: a property, not a second answer
+    checks.check_close((got.double() * 255).round(), before.double(), name=f"{name} × 255", hint=hint)
+    _unchanged(before, images, name, hint)
+
+
+def _row_major_position(flat_index: int, shape) -> tuple:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), shape))
+
+
+def check_flatten_per_image(flatten_per_image) -> None:
+    """(N, ...) → (N, rest) in row-major order; a view of a contiguous input; permuted inputs work."""
+    hint = HINTS["flatten_per_image"]
+    generator = fresh_generator()
+    n, *image_shape = _sizes(generator, 4, 2, 5)
+    rest = math.prod(image_shape)
+    batch = torch.arange(n * rest).view(n, *image_shape)
+    name = f"flatten_per_image(batch {tuple(batch.shape)})"
+    got = checks.check_runs(flatten_per_image, batch, name=name, hint=hint)
+    checks.check_close(got, torch.arange(n * rest).view(n, rest), name=name, hint=hint)
+    checks.check_shares_memory(got, batch, True, name=name, hint=hint)
+
+    permuted = batch.permute(0, 3, 1, 2)
+    name = f"flatten_per_image(batch.permute(0, 3, 1, 2) {tuple(permuted.shape)})"
+    got = checks.check_runs(flatten_per_image, permuted, name=name, hint=hint)
+    checks.check_shape(got, (n, rest), name=name, hint=hint)
+    for column in torch.randint(0, rest, (5,), generator=generator).tolist():
+        image = int(torch.randint(0, n, (), generator=generator))
+        expected = permuted[(image, *_row_major_position(column, permuted.shape[1:]))]
+        checks.check_equal(int(got[image, column]), int(expected), name=f"{name}[{image}, {column}]",
+                           hint=hint)
+
+
+@contextlib.contextmanager
+def switched_off(functions, message):
+    """Inside, every ``(owner, name)`` of ``functions`` raises :class:`ShortcutUsed` when called.
+
+    ``message`` (``{"es": ..., "en": ...}``) says why; ``{name}`` in it becomes the function's name.
+    """
+    def refuse(name):
+        def refused(*args, **kwargs):
+            raise ShortcutUsed(checks.say(message).format(name=name))
+        return refused
+
+    with contextlib.ExitStack() as stack:
+        for owner, attribute in functions:
+            name = f"{getattr(owner, '__name__', owner)}.{attribute}"
+            stack.enter_context(mock.patch.object(owner, attribute, side_effect=refuse(name)))
+        yield
+
+
+def shortcuts_off(exercise: str):
+    """Inside, the functions that would answer ``exercise`` in one call raise :class:`ShortcutUsed`."""
+    return switched_off(SHORTCUTS[exercise], SHORTCUT)
+
+
+def run_answer(exercise: str, answer, *args, name: str):
+    """``answer(*args)`` with the exercise's shortcuts off; an exception is reported as a failure."""
+    __tracebackhide__ = True
+    with shortcuts_off(exercise):
+        return checks.check_runs(answer, *args, name=name, hint=HINTS[exercise])
+
+
+def check_pairwise_distances(pairwise_distances) -> None:
+    """Shape (N, M); 3-4-5 triangles; zero to itself and symmetric; the same after a translation."""
+    hint = HINTS["pairwise_distances"]
+    generator = fresh_generator()
+    n, m, d = _sizes(generator, 3, 2, 6)
+    a = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    b = torch.randn(m, d, generator=generator, dtype=torch.float64)
+    name = f"pairwise_distances(a {(n, d)}, b {(m, d)})"
+    got = run_answer("pairwise_distances", pairwise_distances, a, b, name=name)
+    checks.check_shape(got, (n, m), name=name, hint=hint)
+
+    # b[j] = a[0] + 3k·e₀ + 4k·e₁ lies at distance 5k from a[0]
+    scales = torch.rand(m, generator=generator, dtype=torch.float64) * 3 + 0.5
+    triangles = a[0].repeat(m, 1)
+    triangles[:, 0] += 3 * scales
+    triangles[:, 1] += 4 * scales
+    label = f"pairwise_distances(a, 3-4-5 triangles from a[0])[0] (a {(n, d)})"
+    got_triangles = run_answer("pairwise_distances", pairwise_distances, a, triangles, name=label)
+    checks.check_shape(got_triangles, (n, m), name=label, hint=hint)
+    checks.check_close(got_triangles[0], 5 * scales, name=label, hint=hint)
+
+    label = f"pairwise_distances(a, a) (a {(n, d)})"
+    itself = run_answer("pairwise_distances", pairwise_distances, a, a, name=label)
+    checks.check_shape(itself, (n, n), name=label, hint=hint)
+    checks.check_close(itself.diagonal(), torch.zeros(n, dtype=torch.float64), name=f"{label}.diagonal()",
+                       hint=hint, atol=1e-6, rtol=0)
+    checks.check_close(itself, itself.T, name=f"{label}: symmetry", hint=hint)
+
+    shift = torch.randn(d, generator=generator, dtype=torch.float64) * 10
+    label = f"pairwise_distances(a + t, b + t) (t a translation {(d,)})"
+    moved = run_answer("pairwise_distances", pairwise_distances, a + shift, b + shift, name=label)
+    checks.check_close(moved, got, name=label, hint=hint)
+
+
+def check_linear_forward(linear_forward) -> None:
+    """A weight whose rows pick one input feature each: output j is that feature plus bias j."""
+    hint = HINTS["linear_forward"]
+    generator = fresh_generator()
+    batch, n_in, n_out = _sizes(generator, 3, 2, 6)
+    n_out = n_out + 1 if n_out == n_in else n_out  # a square weight would hide a missing transpose
+    x = torch.randn(batch, 3, n_in, generator=generator)
+    picked = torch.randint(0, n_in, (n_out,), generator=generator)
+    weight = torch.nn.functional.one_hot(picked, n_in).float()
+    bias = torch.randn(n_out, generator=generator)
+    name = f"linear_forward(x {tuple(x.shape)}, weight {tuple(weight.shape)}, bias {(n_out,)})"
+    got = run_answer("linear_forward", linear_forward, x, weight, bias, name=name)
+    checks.check_shape(got, (batch, 3, n_out), name=name, hint=hint)
+    # row j of the weight is one-hot at picked[j]: output j is that input feature, plus bias j
+    checks.check_close(got, x[..., picked] + bias, name=f"{name}, one-hot rows {picked.tolist()}",
+                       hint=hint)
+
+
+def check_normalize_rows(normalize_rows) -> None:
+    """Rows sum to 1 and stay proportional to the counts; a zero row stays zeros; dtype kept."""
+    hint = HINTS["normalize_rows"]
+    generator = fresh_generator()
+    for dtype in (torch.float32, torch.float64):
+        n, k = _sizes(generator, 2, 3, 7)
+        counts = torch.rand(n, k, generator=generator, dtype=dtype) * 10
+        zero_row = int(torch.randint(0, n, (), generator=generator))
+        counts[zero_row] = 0
+        before = counts.clone()
+        name = f"normalize_rows(counts {(n, k)} {dtype}, row {zero_row} all zeros)"
+        got = run_answer("normalize_rows", normalize_rows, counts, name=name)
+        checks.check_shape(got, (n, k), name=name, hint=hint)
+        checks.check_dtype(got, dtype, name=name, hint=hint)
+        expected_sums = torch.ones(n, dtype=dtype)
+        expected_sums[zero_row] = 0
+        checks.check_close(got.sum(dim=1), expected_sums, name=f"{name}.sum(dim=1)", hint=hint)
+        # proportional: each row times its original total gives the counts back
+        checks.check_close(got * before.sum(dim=1, keepdim=True), before, name=f"{name} × row totals",
+                           hint=hint)
+        _unchanged(before, counts, name, hint)
+
+
+def _random_array(generator, dtype):
+    shape = tuple(_sizes(generator, 2, 1, 4))
+    return torch.randint(-50, 50, shape, generator=generator, dtype=dtype).numpy()
+
+
+def check_from_numpy_pair(from_numpy_pair) -> None:
+    """Two tensors with the array's values and dtype: the first sees changes to it, the second not."""
+    hint = HINTS["from_numpy_pair"]
+    generator = fresh_generator()
+    for dtype in (torch.float64, torch.int32):
+        array = _random_array(generator, dtype)
+        name = f"from_numpy_pair(array {array.dtype} {array.shape})"
+        result = checks.check_runs(from_numpy_pair, array, name=name, hint=hint)
+        checks.check_type(result, tuple, name=name, hint=hint)
+        checks.check_equal(len(result), 2, name=f"len({name})", hint=hint)
+        shared, independent = result
+        values = torch.tensor(array.tolist(), dtype=dtype)
+        checks.check_close(shared, values, name=f"{name}[0]", hint=hint)
+        checks.check_close(independent, values, name=f"{name}[1]", hint=hint)
+        array.flat[0] += 99
+        _sees_change(shared, array, True, f"{name}[0]")
+        _sees_change(independent, array, False, f"{name}[1]")
+
+
+def _sees_change(tensor, array, expected: bool, name: str) -> None:
+    sees = bool(tensor.flatten()[0].item() == array.flat[0])
+    words = {True: {"es": "ver los cambios del array", "en": "to see changes to the array"},
+             False: {"es": "una copia independiente", "en": "an independent copy"}}
+    checks.check_true(sees == expected, name=name, expected=words[expected], got=words[sees],
+                      hint=HINTS["from_numpy_pair"])
+
+
+def check_prepare_batch(prepare_batch, device) -> None:
+    """x as float32 and y as int64, both on the device asked for (cpu, meta and ``device``)."""
+    hint = HINTS["prepare_batch"]
+    generator = fresh_generator()
+    x = torch.randint(0, 256, (3, 4), generator=generator, dtype=torch.uint8)
+    y = torch.randint(0, 10, (3,), generator=generator, dtype=torch.int32)
+    for target in [torch.device("cpu"), torch.device("meta"), torch.device(device)]:
+        name = f"prepare_batch(x, y, {str(target)!r})"
+        got = checks.check_runs(prepare_batch, x, y, target, name=name, hint=hint)
+        checks.check_type(got, tuple, name=name, hint=hint)
+        checks.check_equal(len(got), 2, name=f"len({name})", hint=hint)
+        for position, (tensor, dtype) in enumerate(zip(got, (torch.float32, torch.int64), strict=True)):
+            checks.check_device(tensor, target, name=f"{name}[{position}]", hint=hint)
+            checks.check_dtype(tensor, dtype, name=f"{name}[{position}]", hint=hint)
+            if target.type != "meta":
+                original = (x, y)[position]
+                checks.check_equal(tensor.cpu().tolist(), original.tolist(), name=f"{name}[{position}]",
+                                   hint=hint)

@@ -1,0 +1,286 @@
+"""Lesson 02's visible checks: a correct answer passes, a typical mistake fails with expected/got/hint."""
+
+import math
+
+import pytest
+import torch
+
+import course
+from graders.checks import CheckFailed
+from graders.lesson_checks import autograd as lesson
+
+
+@pytest.fixture(autouse=True)
+def english():
+    course.set_language("en")
+    yield
+    course.set_language("en")
+
+
+def _fails(check, answer, words=()):
+    """The check fails ``answer`` with the course's layout; returns the message."""
+    with pytest.raises(CheckFailed) as caught:
+        check(answer)
+    message = str(caught.value)
+    for part in ("expected:", "got:", "hint:", *words):
+        assert part in message, message
+    return message
+
+
+def central_differences(f, x, eps=1e-6):
+    flat = x.detach().clone().reshape(-1)
+    out = torch.empty_like(flat)
+    for i in range(flat.numel()):
+        up, down = flat.clone(), flat.clone()
+        up[i] += eps
+        down[i] -= eps
+        out[i] = (f(up.view_as(x)) - f(down.view_as(x))) / (2 * eps)
+    return out.view_as(x)
+
+
+def through_autograd(f, x, eps=1e-6):
+    leaf = x.detach().requires_grad_(True)
+    f(leaf).backward()
+    return leaf.grad
+
+
+def test_finite_difference_grad():
+    lesson.check_finite_difference_grad(central_differences)
+    lesson.check_finite_difference_grad_black_box(central_differences)
+    _fails(lesson.check_finite_difference_grad,
+           lambda f, x, eps=1e-6: central_differences(f, x, eps).float(), words=["dtype"])
+    _fails(lesson.check_finite_difference_grad,
+           lambda f, x, eps=1e-6: central_differences(f, x, eps) / 2)
+
+
+def test_finite_difference_grad_refuses_autograd_and_says_why():
+    message = _fails(lesson.check_finite_difference_grad, through_autograd)
+    assert "is switched off while your function runs" in message
+    x = torch.tensor(2.0, requires_grad=True)
+    (x * x).backward()  # back on after the check
+    assert x.grad.item() == 4.0
+
+
+def test_finite_difference_grad_sees_an_input_changed_in_place():
+    def in_place(f, x, eps=1e-6):
+        grad = central_differences(f, x, eps)
+        x += 1
+        return grad
+
+    _fails(lesson.check_finite_difference_grad, in_place, words=["the input modified"])
+
+
+def test_predicted_grad():
+    lesson.check_predicted_grad(lambda a, b, x0: b + 4 * a * x0)
+    _fails(lesson.check_predicted_grad, lambda a, b, x0: 2 * a * x0 + b)  # forgot one backward
+    _fails(lesson.check_predicted_grad, lambda a, b, x0: b)  # thought the forward pass reset it
+    message = _fails(lesson.check_predicted_grad,
+                     lambda a, b, x0: lesson.gradient_after_snippet(a, b, x0))
+    assert "switched off" in message
+
+
+def test_gradient_after_snippet_runs_the_exercises_snippet():
+    assert lesson.gradient_after_snippet(1.0, 1.0, 2.0) == pytest.approx(9.0)
+
+
+def _second(f, x):
+    leaf = x.detach().requires_grad_(True)
+    (first,) = torch.autograd.grad(f(leaf).sum(), leaf, create_graph=True)
+    return torch.autograd.grad(first.sum(), leaf)[0]
+
+
+def test_second_derivative():
+    lesson.check_second_derivative(_second)
+
+    def first_only(f, x):
+        leaf = x.detach().requires_grad_(True)
+        return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+    _fails(lesson.check_second_derivative, first_only)
+
+    def without_create_graph(f, x):
+        leaf = x.detach().requires_grad_(True)
+        (first,) = torch.autograd.grad(f(leaf).sum(), leaf)
+        return torch.autograd.grad(first.sum(), leaf)[0]
+
+    _fails(lesson.check_second_derivative, without_create_graph, words=["raised"])
+
+    def marks_the_callers_x(f, x):
+        x.requires_grad_(True)
+        return _second(f, x)
+
+    _fails(lesson.check_second_derivative, marks_the_callers_x, words=["the input modified"])
+
+
+def test_second_derivative_refuses_the_library_hessian():
+    message = _fails(lesson.check_second_derivative,
+                     lambda f, x: torch.autograd.functional.hessian(lambda t: f(t).sum(), x).diagonal())
+    assert "torch.autograd.functional.hessian is switched off" in message
+
+
+def _sgd(params, lr):
+    with torch.no_grad():
+        for param in params:
+            if param.grad is not None:
+                param.sub_(lr * param.grad)
+                param.grad = None
+
+
+def test_sgd_step():
+    lesson.check_sgd_step(_sgd)
+
+    def keeps_the_gradient(params, lr):
+        with torch.no_grad():
+            for param in params:
+                if param.grad is not None:
+                    param.sub_(lr * param.grad)
+
+    _fails(lesson.check_sgd_step, keeps_the_gradient, words=["the old gradient still there"])
+
+    def rebinds(params, lr):
+        for i, param in enumerate(params):
+            if param.grad is not None:
+                params[i] = (param - lr * param.grad).detach().requires_grad_(True)
+
+    _fails(lesson.check_sgd_step, rebinds, words=["another tensor"])
+
+    def outside_no_grad(params, lr):
+        for param in params:
+            if param.grad is not None:
+                param.sub_(lr * param.grad)
+
+    _fails(lesson.check_sgd_step, outside_no_grad, words=["raised"])
+
+    def touches_every_param(params, lr):
+        with torch.no_grad():
+            for param in params:
+                param.sub_(lr * (param.grad if param.grad is not None else torch.ones_like(param)))
+                param.grad = None
+
+    _fails(lesson.check_sgd_step, touches_every_param, words=["params[2]"])
+
+
+def _freeze(model):
+    with_params = [layer for layer in model.children() if list(layer.parameters())]
+    model.requires_grad_(False)
+    with_params[-1].requires_grad_(True)
+    return sum(param.numel() for param in with_params[-1].parameters())
+
+
+def test_freeze_all_but_last_and_its_count():
+    lesson.check_freeze_all_but_last(_freeze)
+    lesson.check_trainable_count(_freeze)
+
+    def last_child(model):
+        model.requires_grad_(False)
+        list(model.children())[-1].requires_grad_(True)
+        return 0
+
+    _fails(lesson.check_freeze_all_but_last, last_child, words=["requires_grad of every parameter"])
+
+    def forgets_to_unfreeze(model):  # right only when the last layer was trainable already
+        with_params = [layer for layer in model.children() if list(layer.parameters())]
+        for layer in with_params[:-1]:
+            layer.requires_grad_(False)
+        return 0
+
+    _fails(lesson.check_freeze_all_but_last, forgets_to_unfreeze, words=["all frozen"])
+    _fails(lesson.check_trainable_count, lambda model: _freeze(model) + 1)
+    _fails(lesson.check_trainable_count, lambda model: float(_freeze(model)), words=["float"])
+
+
+def _compound(x, rate, limit):
+    steps = 0
+    result = x
+    while result < limit:
+        result = result * (1 + rate)
+        steps += 1
+    return result, steps
+
+
+def test_compound_value_and_grads():
+    lesson.check_compound_value(_compound)
+    lesson.check_compound_grads(_compound)
+
+    def one_too_many(x, rate, limit):
+        result, steps = _compound(x, rate, limit)
+        return result * (1 + rate), steps + 1
+
+    _fails(lesson.check_compound_value, one_too_many, words=["[1]", "expected: 5"])
+
+    def through_floats(x, rate, limit):
+        result, steps = _compound(x, rate, limit)
+        return torch.tensor(result.item(), dtype=torch.float64), steps
+
+    lesson.check_compound_value(through_floats)  # the value is right...
+    _fails(lesson.check_compound_grads, through_floats, words=["disconnected from the graph"])
+
+    def tensor_steps(x, rate, limit):
+        result, steps = _compound(x, rate, limit)
+        return result, torch.tensor(steps)
+
+    _fails(lesson.check_compound_value, tensor_steps, words=["int"])
+    _fails(lesson.check_compound_value, lambda x, rate, limit: _compound(x, rate, limit)[0],
+           words=["tuple"])
+
+
+def test_the_loop_rules_catch_a_loop_that_stops_early():
+    def stops_early(x, rate, limit):
+        result, steps = _compound(x, rate, limit)
+        return (result / (1 + rate), steps - 1) if steps > 1 else (result, steps)
+
+    message = _fails(lesson.check_compound_value, stops_early)
+    assert "compound(100, 0.1, 150.0)" in message
+
+
+class ClippedIdentity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, low, high):
+        ctx.save_for_backward(((x >= low) & (x <= high)).to(x.dtype))
+        return x.clamp(low, high)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.saved_tensors[0], None, None
+
+
+class ClippedIdentityStraightThrough(ClippedIdentity):
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None, None
+
+
+class ClippedIdentityClampsBelow(ClippedIdentity):
+    @staticmethod
+    def forward(ctx, x, low, high):
+        ctx.save_for_backward(((x >= low) & (x <= high)).to(x.dtype))
+        return x.clamp(min=low)
+
+
+def test_clipped_identity():
+    lesson.check_clipped_identity_forward(ClippedIdentity)
+    lesson.check_clipped_identity_backward(ClippedIdentity)
+    _fails(lesson.check_clipped_identity_forward, ClippedIdentityClampsBelow, words=["x above"])
+    _fails(lesson.check_clipped_identity_backward, ClippedIdentityStraightThrough, words=["x.grad after"])
+
+    class Plain:
+        apply = staticmethod(lambda x, low, high: x.clamp(low, high))
+
+    _fails(lesson.check_clipped_identity_forward, Plain, words=["ClippedIdentity grad_fn"])
+
+
+def test_black_box_hides_its_graph():
+    x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)
+    value = lesson.black_box(2.0)(x)
+    assert not value.requires_grad
+    assert value.item() == pytest.approx(2 * (math.sin(0.5) + math.sin(1.0)))
+
+
+def test_messages_and_hints_follow_the_language():
+    course.set_language("es")
+    with pytest.raises(CheckFailed) as caught:
+        lesson.check_finite_difference_grad(through_autograd)
+    message = str(caught.value)
+    for part in ("esperado:", "obtenido:", "pista:", "está desactivado", "sección 3",
+                 "hint('finite_difference_grad')"):
+        assert part in message, message
