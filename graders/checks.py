@@ -5,7 +5,10 @@ hints are given in both languages (``{"es": ..., "en": ...}``) because grade cel
 by the two editions.
 """
 
+import contextlib
 import numbers
+import sys
+from unittest import mock
 
 import torch
 
@@ -267,3 +270,46 @@ def score_statements(answers, truth: dict, points: float) -> float:
     if wrong:
         print(f"{words['review']}: {', '.join(wrong)}")
     return round(points * right / len(truth), 2)
+
+
+class ShortcutUsed(RuntimeError):
+    """An answer called a function that does the exercise's work, switched off inside its check."""
+
+
+def _course_namespaces() -> list[dict]:
+    return [vars(module) for name, module in list(sys.modules.items())
+            if module is not None and (name == "course" or name.startswith("course."))]
+
+
+@contextlib.contextmanager
+def switched_off(targets, message, *namespaces):
+    """Inside the block, calling any ``(owner, name)`` of ``targets`` raises :class:`ShortcutUsed`.
+
+    ``message`` (``{"es": ..., "en": ...}``; ``{name}`` becomes the function's name) says why. The
+    same functions bound under other names in the course's modules and in ``namespaces`` (a student
+    function's ``__globals__``) are switched off too, so that an import under another name does not
+    escape the check.
+    """
+    def refusal(label):
+        def refused(*args, **kwargs):
+            raise ShortcutUsed(say(message).replace("{name}", label))
+        return refused
+
+    originals = [(owner, attribute, getattr(owner, attribute)) for owner, attribute in targets]
+    patched = {(id(vars(owner)), attribute) for owner, attribute, _ in originals}
+    aliases = [(namespace, key, value, refusal(key))
+               for namespace in [*_course_namespaces(), *namespaces]
+               for key, value in list(namespace.items())
+               if any(value is original for _, _, original in originals)
+               and (id(namespace), key) not in patched]
+    with contextlib.ExitStack() as stack:
+        for owner, attribute, _ in originals:
+            label = f"{getattr(owner, '__name__', owner)}.{attribute}"
+            stack.enter_context(mock.patch.object(owner, attribute, refusal(label)))
+        for namespace, key, _, refused in aliases:
+            namespace[key] = refused
+        try:
+            yield
+        finally:
+            for namespace, key, value, _ in reversed(aliases):
+                namespace[key] = value

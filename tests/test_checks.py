@@ -126,7 +126,8 @@ def test_checks_emit_no_warnings():
 def test_a_hint_with_a_second_hint_says_how_to_ask_for_it():
     with pytest.raises(CheckFailed) as caught:
         checks.check_equal(1, 2, name="f()", hint={**HINT, "more": "some_exercise"})
-    assert str(caught.value).endswith("hint: hint in English\n  if you are still stuck: hint('some_exercise')")
+    assert str(caught.value).endswith(
+        "hint: hint in English\n  if you are still stuck: hint('some_exercise')")
 
 
 def test_check_statements_wants_exactly_the_keys_each_true_or_false():
@@ -145,3 +146,15 @@ def test_score_statements_gives_each_statement_its_share_and_names_the_wrong_one
     printed = capsys.readouterr().out.splitlines()
     assert printed[1:] == ["statements classified right: 2 of 3", "review: b",
                            "statements classified right: 0 of 3", "review: a, b, c"]
+
+
+def test_switched_off_refuses_a_function_under_any_name_and_puts_it_back():
+    import math as owner
+    namespace = {"root": owner.sqrt}
+    message = {"es": "{name} no está disponible", "en": "{name} is not available here"}
+    with checks.switched_off([(owner, "sqrt")], message, namespace):
+        with pytest.raises(checks.ShortcutUsed, match="math.sqrt is not available here"):
+            owner.sqrt(4)
+        with pytest.raises(checks.ShortcutUsed, match="root is not available here"):
+            namespace["root"](4)
+    assert owner.sqrt(4) == namespace["root"](4) == 2

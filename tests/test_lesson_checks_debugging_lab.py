@@ -137,7 +137,7 @@ def test_the_trace_records_forward_backward_and_step_in_order():
     assert trace.events == ["forward", "backward", "step", "forward in eval+no graph"]
     assert set(trace.delivered) == {name for name, _ in model.named_parameters()}
     assert all(torch.equal(seen, trace.delivered[name])
-               for (name, _), seen in zip(model.named_parameters(), trace.seen[0]))
+               for (name, _), seen in zip(model.named_parameters(), trace.seen[0], strict=False))
 
 
 def test_the_trace_tells_a_backward_onto_old_gradients():
@@ -189,12 +189,12 @@ def test_saved_bytes_during_counts_what_autograd_keeps():
 def test_clipped_matches_clip_grad_norm():
     grads = [torch.full((2, 2), 3.0), torch.full((2,), 4.0)]
     params = [torch.zeros(2, 2, requires_grad=True), torch.zeros(2, requires_grad=True)]
-    for param, grad in zip(params, grads):
+    for param, grad in zip(params, grads, strict=False):
         param.grad = grad.clone()
     nn.utils.clip_grad_norm_(params, 1.0)
     expected, norm = lesson.clipped(grads, 1.0)
     assert norm == pytest.approx(math.sqrt(4 * 9 + 2 * 16))
-    assert all(torch.allclose(param.grad, want) for param, want in zip(params, expected))
+    assert all(torch.allclose(param.grad, want) for param, want in zip(params, expected, strict=False))
 
 
 # ---------------------------------------------------------------------------- each exercise's checks
@@ -393,7 +393,8 @@ def test_final_step_checks():
             accuracy = (model(x).argmax(dim=1) == y).float().mean()
         return loss.item(), accuracy.item()
 
-    assert_fails(lesson.check_final_step, two_bugs, says="forward pass (evaluation mode) → backward pass onto")
+    assert_fails(lesson.check_final_step, two_bugs,
+                 says="forward pass (evaluation mode) → backward pass onto")
     assert_fails(lesson.check_diagnose_finds_nothing, two_bugs, says="grads_not_cleared")
 
 

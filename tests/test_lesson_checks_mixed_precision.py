@@ -109,11 +109,11 @@ def test_course_timing_is_switched_off_inside_the_check_and_back_on_after():
     assert timing.time_calls(lambda: None, device="cpu", repeats=2, warmup=0)[0] >= 0.0
 
 
-def test_helpers_switched_off_swaps_every_name_of_a_helper_and_restores_it():
-    namespace = {"alias": timing.synchronize, "other": print}
-    with lesson.helpers_switched_off((timing.synchronize,), {"en": "off"}, namespace):
+def test_timing_helpers_off_swaps_every_name_of_a_helper_and_restores_it():
+    namespace = {"alias": timing.synchronize, "other": print, "__name__": "notebook"}
+    with lesson.timing_helpers_off(type("Answer", (), {"__globals__": namespace})):
         for swapped in (namespace["alias"], timing.synchronize, memory.synchronize):
-            with pytest.raises(RuntimeError, match="off"):
+            with pytest.raises(RuntimeError, match="course.timing is not available"):
                 swapped("cpu")
         assert namespace["other"] is print
     assert namespace["alias"] is timing.synchronize is memory.synchronize

@@ -70,18 +70,19 @@ def data_cache(home: Path) -> None:
 def test_a_student_edition_runs_outside_the_repository(lesson, wheel, shared_dependencies, tmp_path):
     language = "es" if LESSONS.index(lesson) % 2 == 0 else "en"
     python = fresh_venv(tmp_path / "venv", shared_dependencies)
-    assert subprocess.run([python, "-c", "import course"], capture_output=True).returncode != 0
     home, work = tmp_path / "home", tmp_path / "work"
     data_cache(home)
     work.mkdir()
-    solved = fill_solutions(read_edition(lesson, language), solution_sources(read_source(lesson)))
-    notebook = write(solved, work / f"{lesson}.ipynb")
     env = {"PATH": f"{python.parent}:/usr/bin:/bin", "HOME": str(home), "COURSE_PACKAGE": str(wheel),
            "COURSE_FAST": "1", "COURSE_DEVICE": "cpu", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    missing = subprocess.run([python, "-c", "import course"], cwd=work, env=env, capture_output=True)
+    assert missing.returncode != 0, "the course is importable before the install cell ran"
+    solved = fill_solutions(read_edition(lesson, language), solution_sources(read_source(lesson)))
+    notebook = write(solved, work / f"{lesson}.ipynb")
     done = subprocess.run([python, "-m", "papermill", notebook.name, "executed.ipynb", "-k", "python3",
                            "--no-progress-bar"], cwd=work, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    installed = subprocess.run([python, "-c", "import course; print(course.__file__)"], env=env,
+    installed = subprocess.run([python, "-c", "import course; print(course.__file__)"], cwd=work, env=env,
                                capture_output=True, text=True, check=True).stdout
     assert installed.startswith(str(tmp_path / "venv")), installed
 
@@ -90,7 +91,8 @@ def test_the_install_cell_does_nothing_where_the_course_is_installed(tmp_path):
     edition = nbformat.read(ROOT / "notebooks" / "en" / f"{LESSONS[0]}.ipynb", 4)
     install_cell = next(c.source for c in edition.cells if c.cell_type == "code")
     env = {**os.environ, "COURSE_PACKAGE": str(tmp_path / "no-such-wheel.whl")}
-    done = subprocess.run([sys.executable, "-c", install_cell], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", install_cell], cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from graders import checks
-from graders.lesson_checks.tensors import fresh_generator, switched_off
+from graders.lesson_checks.tensors import fresh_generator
 
 HINTS = {
     "finite_difference_grad": {
@@ -141,14 +141,14 @@ INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
 def without_autograd(answer, *args, name: str, hint):
     """``answer(*args)`` with ``backward`` and ``torch.autograd.grad`` switched off."""
     __tracebackhide__ = True
-    with switched_off(AUTOGRAD, AUTOGRAD_OFF):
+    with checks.switched_off(AUTOGRAD, AUTOGRAD_OFF, getattr(answer, "__globals__", {})):
         return checks.check_runs(answer, *args, name=name, hint=hint)
 
 
 def without_hessian(answer, *args, name: str):
     """``answer(*args)`` with the library's Hessians switched off."""
     __tracebackhide__ = True
-    with switched_off(HESSIANS, HESSIAN_OFF):
+    with checks.switched_off(HESSIANS, HESSIAN_OFF, getattr(answer, "__globals__", {})):
         return checks.check_runs(answer, *args, name=name, hint=HINTS["second_derivative"])
 
 

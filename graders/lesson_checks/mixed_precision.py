@@ -10,9 +10,7 @@
   step sees.
 """
 
-import contextlib
 import math
-import sys
 import threading
 import time
 import warnings
@@ -25,7 +23,6 @@ from torch.nn import functional as F
 
 from course import amp, timing
 from graders import checks
-from graders.checks import say
 
 # --------------------------------------------------------------------------------------------- hints
 HINTS = {
@@ -179,8 +176,8 @@ def _random_generator() -> torch.Generator:
 
 
 # ------------------------------------------------------------------------------ helpers switched off
-TIMING_HELPERS = (timing.synchronize, timing.stopwatch, timing.time_calls, timing.time_per_call,
-                  timing.benchmark_median)
+TIMING_HELPERS = [(timing, name) for name in
+                  ("synchronize", "stopwatch", "time_calls", "time_per_call", "benchmark_median")]
 TIMING_OFF = {
     "es": "course.timing no está disponible dentro de esta comprobación: time_per_call debe hacer "
           "su propia medida (lo dice el enunciado del ejercicio 1)",
@@ -195,37 +192,9 @@ BYTES_OFF = {
 }
 
 
-def _course_namespaces() -> list[dict]:
-    return [vars(module) for name, module in list(sys.modules.items())
-            if module is not None and (name == "course" or name.startswith("course."))]
-
-
-@contextlib.contextmanager
-def helpers_switched_off(helpers, message, *namespaces):
-    """Inside the block, every name bound to one of ``helpers`` raises ``RuntimeError(message)``.
-
-    The names are looked up in the course's modules and in ``namespaces`` (a student function's
-    ``__globals__``, say), so that an exercise cannot be answered by calling the helper that does
-    its work.
-    """
-    def refuse(*args, **kwargs):
-        raise RuntimeError(say(message))
-
-    swapped = [(namespace, name, value) for namespace in [*_course_namespaces(), *namespaces]
-               for name, value in list(namespace.items())
-               if any(value is helper for helper in helpers)]
-    for namespace, name, _ in swapped:
-        namespace[name] = refuse
-    try:
-        yield
-    finally:
-        for namespace, name, value in reversed(swapped):
-            namespace[name] = value
-
-
 def timing_helpers_off(student_function):
     """``course.timing``'s helpers raise inside the block, in the course and in the notebook."""
-    return helpers_switched_off(TIMING_HELPERS, TIMING_OFF, getattr(student_function, "__globals__", {}))
+    return checks.switched_off(TIMING_HELPERS, TIMING_OFF, getattr(student_function, "__globals__", {}))
 
 
 # ------------------------------------------------------------------------------------ time_per_call
@@ -344,7 +313,7 @@ def bytes_of(tensor_bytes, shape, dtype) -> int:
     """``tensor_bytes(shape, dtype)``, run with ``course.amp.tensor_nbytes`` switched off; an int."""
     hint = HINTS["tensor_bytes"]
     label = f"tensor_bytes({tuple(shape)}, {dtype})"
-    with helpers_switched_off((amp.tensor_nbytes,), BYTES_OFF, getattr(tensor_bytes, "__globals__", {})):
+    with checks.switched_off([(amp, "tensor_nbytes")], BYTES_OFF, getattr(tensor_bytes, "__globals__", {})):
         got = checks.check_runs(tensor_bytes, shape, dtype, name=label, hint=hint)
     checks.check_type(got, int, name=label, hint=hint)
     return got

@@ -5,9 +5,7 @@ result by properties a student can verify by hand (shapes, sums, a 3-4-5 triangl
 memory), never against a reference implementation.
 """
 
-import contextlib
 import math
-from unittest import mock
 
 import torch
 import torch.functional
@@ -119,10 +117,6 @@ SHORTCUTS = {
 }
 
 
-class ShortcutUsed(RuntimeError):
-    """An answer called a function that the exercise asks the student to write."""
-
-
 def fresh_generator() -> torch.Generator:
     """A generator seeded anew on every call: each run of a check sees other inputs."""
     generator = torch.Generator()
@@ -184,33 +178,15 @@ def check_flatten_per_image(flatten_per_image) -> None:
                            hint=hint)
 
 
-@contextlib.contextmanager
-def switched_off(functions, message):
-    """Inside, every ``(owner, name)`` of ``functions`` raises :class:`ShortcutUsed` when called.
-
-    ``message`` (``{"es": ..., "en": ...}``) says why; ``{name}`` in it becomes the function's name.
-    """
-    def refuse(name):
-        def refused(*args, **kwargs):
-            raise ShortcutUsed(checks.say(message).format(name=name))
-        return refused
-
-    with contextlib.ExitStack() as stack:
-        for owner, attribute in functions:
-            name = f"{getattr(owner, '__name__', owner)}.{attribute}"
-            stack.enter_context(mock.patch.object(owner, attribute, side_effect=refuse(name)))
-        yield
-
-
-def shortcuts_off(exercise: str):
-    """Inside, the functions that would answer ``exercise`` in one call raise :class:`ShortcutUsed`."""
-    return switched_off(SHORTCUTS[exercise], SHORTCUT)
+def shortcuts_off(exercise: str, answer=None):
+    """Inside, the functions that would answer ``exercise`` in one call raise ``ShortcutUsed``."""
+    return checks.switched_off(SHORTCUTS[exercise], SHORTCUT, getattr(answer, "__globals__", {}))
 
 
 def run_answer(exercise: str, answer, *args, name: str):
     """``answer(*args)`` with the exercise's shortcuts off; an exception is reported as a failure."""
     __tracebackhide__ = True
-    with shortcuts_off(exercise):
+    with shortcuts_off(exercise, answer):
         return checks.check_runs(answer, *args, name=name, hint=HINTS[exercise])
 
 

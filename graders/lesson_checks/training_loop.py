@@ -12,7 +12,6 @@ reference loop. While a check runs, the course's own loop (``training.run_epoch`
 import contextlib
 import copy
 import math
-from unittest import mock
 
 import torch
 from torch import nn
@@ -166,37 +165,18 @@ COURSE_MODELS = ("make_cnn", "make_mlp")
 
 
 # ---------------------------------------------------------------------------- helpers switched off
-class HelperSwitchedOff(RuntimeError):
-    """Raised by a course helper that a check has switched off while it runs a student's function."""
+HELPER_OFF = {
+    "es": "{name} está desactivado durante esta comprobación: el ejercicio pide tu propio código",
+    "en": "{name} is switched off during this check: the exercise asks for your own code",
+}
 
 
-def _switched_off(name: str):
-    def refuse(*args, **kwargs):
-        raise HelperSwitchedOff(say({
-            "es": f"training.{name} está desactivado durante esta comprobación: el ejercicio pide "
-                  "tu propio código",
-            "en": f"training.{name} is switched off during this check: the exercise asks for your "
-                  "own code",
-        }))
-    return refuse
-
-
-@contextlib.contextmanager
 def switched_off(names, student_function=None):
-    """Inside the block, calling ``course.training.<name>`` raises :class:`HelperSwitchedOff`.
-
-    Also under another name the student imported it as (found in ``student_function``'s globals).
-    """
+    """Inside the block, ``course.training``'s ``names``, under any name, raise ``ShortcutUsed``."""
     from course import training  # here, not at the top: every kernel imports this module at start
 
-    namespace = getattr(student_function, "__globals__", {})
-    with contextlib.ExitStack() as stack:
-        for name in names:
-            original, refuse = getattr(training, name), _switched_off(name)
-            stack.enter_context(mock.patch.object(training, name, refuse))
-            aliases = {key: refuse for key, value in namespace.items() if value is original}
-            stack.enter_context(replaced(namespace, aliases))
-        yield
+    return checks.switched_off([(training, name) for name in names], HELPER_OFF,
+                               getattr(student_function, "__globals__", {}))
 
 
 @contextlib.contextmanager
