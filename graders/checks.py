@@ -272,6 +272,14 @@ def score_statements(answers, truth: dict, points: float) -> float:
     return round(points * right / len(truth), 2)
 
 
+def fresh_generator() -> torch.Generator:
+    """A generator seeded anew on every call: a visible check draws other inputs each run, so
+    that no hard-coded answer passes it."""
+    generator = torch.Generator()
+    generator.seed()
+    return generator
+
+
 class ShortcutUsed(RuntimeError):
     """An answer called a function that does the exercise's work, switched off inside its check."""
 

@@ -67,6 +67,7 @@ class LabRun:
     code_cells: int = 0
     executed: int = 0
     widgets: int = 0
+    closed_widgets: int = 0
     images: int = 0
     seconds: float = 0.0
     problems: list = field(default_factory=list)
@@ -191,7 +192,9 @@ def _judge_output(run: LabRun, where: str, output: dict, element: dict) -> None:
         run.problems.append(f"{where} wrote to stderr: {output['text'][:200]!r}")
     elif WIDGET_MIME in output.get("data", {}):
         run.widgets += 1
-        if not element["live"] or any(text in element["text"] for text in BROKEN_WIDGET_TEXTS):
+        if not element["live"] and not element["text"].strip():
+            run.closed_widgets += 1  # closed by the kernel (a finished progress bar): its view is gone
+        elif not element["live"] or any(text in element["text"] for text in BROKEN_WIDGET_TEXTS):
             run.problems.append(f"{where}: a widget shown as {element['text'][:80]!r}, not as a live view")
     elif "image/png" in output.get("data", {}):
         run.images += 1

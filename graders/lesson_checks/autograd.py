@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from graders import checks
-from graders.lesson_checks.tensors import fresh_generator
 
 HINTS = {
     "finite_difference_grad": {
@@ -168,7 +167,7 @@ def black_box(coefficient: float):
 def check_finite_difference_grad(finite_difference_grad) -> None:
     """On Σ cᵢ·tᵢ² the central difference is 2·cᵢ·xᵢ (exact for a quadratic), same shape and dtype."""
     hint = HINTS["finite_difference_grad"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     shape = tuple(torch.randint(2, 4, (2,), generator=generator).tolist())
     x = torch.randn(shape, generator=generator, dtype=torch.float64)
     weights = torch.rand(shape, generator=generator, dtype=torch.float64) + 0.5
@@ -183,7 +182,7 @@ def check_finite_difference_grad(finite_difference_grad) -> None:
 def check_finite_difference_grad_black_box(finite_difference_grad) -> None:
     """On a function autograd cannot see into, Σ c·sin(tᵢ), the result is c·cos(x)."""
     hint = HINTS["finite_difference_grad"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     coefficient = (torch.rand((), generator=generator) * 2 + 0.5).item()
     x = torch.randn(int(torch.randint(2, 6, (), generator=generator)), generator=generator,
                     dtype=torch.float64)
@@ -205,7 +204,7 @@ def gradient_after_snippet(a: float, b: float, x0: float) -> float:
 
 def check_predicted_grad(predicted_grad) -> None:
     """The formula gives what the snippet leaves in ``x.grad``, for random a, b and x0."""
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     for _ in range(3):
         a, b, x0 = (torch.rand(3, generator=generator, dtype=torch.float64) * 8 - 4).tolist()
         name = f"predicted_grad({a:.3f}, {b:.3f}, {x0:.3f})"
@@ -216,7 +215,7 @@ def check_predicted_grad(predicted_grad) -> None:
 def check_second_derivative(second_derivative) -> None:
     """(t³)'' = 6t and sin'' = −sin at random points; the caller's x is left as it was."""
     hint = HINTS["second_derivative"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     x = torch.randn(int(torch.randint(2, 7, (), generator=generator)), generator=generator,
                     dtype=torch.float64)
     before = x.clone()
@@ -243,7 +242,7 @@ def check_sgd_step(sgd_step) -> None:
     last parameter takes no part in it, so its ``.grad`` stays None and it must not move.
     """
     hint = HINTS["sgd_step"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     shapes = [(3, 2), (4,), ()]
     params = [torch.randn(shape, generator=generator, dtype=torch.float64).requires_grad_(True)
               for shape in shapes]
@@ -275,7 +274,7 @@ def check_freeze_all_but_last(freeze_all_but_last) -> None:
     """Only the last Linear requires gradients, even when everything was frozen before or an
     activation ends the model; after a backward pass the frozen layers have no ``.grad``."""
     hint = HINTS["freeze_all_but_last"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     for frozen_before, activation_last in [(False, True), (True, False)]:
         widths = torch.randint(2, 7, (4,), generator=generator).tolist()
         model = nn.Sequential(*_layers(widths, activation_last))
@@ -296,7 +295,7 @@ def check_freeze_all_but_last(freeze_all_but_last) -> None:
 def check_trainable_count(freeze_all_but_last) -> None:
     """The count returned is the last Linear's weights and biases: fan_in·fan_out + fan_out, an int."""
     hint = HINTS["freeze_all_but_last"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     widths = torch.randint(2, 9, (3,), generator=generator).tolist()
     model = nn.Sequential(*_layers(widths, activation_last=True))
     name = f"freeze_all_but_last(Sequential with widths {widths}, ending in Tanh)"
@@ -341,7 +340,7 @@ def check_compound_value(compound) -> None:
     checks.check_equal(steps, 5, name="compound(100, 0.1, 150.0)[1]", hint=hint)
     checks.check_close(value, torch.tensor(161.051, dtype=torch.float64), name="compound(100, 0.1, 150.0)[0]",
                        hint=hint)
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     for factor in [(torch.rand((), generator=generator) * 40 + 2).item(), 0.5]:
         x = torch.rand((), generator=generator, dtype=torch.float64) * 9 + 1
         rate = torch.rand((), generator=generator, dtype=torch.float64) * 0.45 + 0.05
@@ -375,7 +374,7 @@ def check_compound_grad(compound, x0: float, rate0: float, limit: float) -> None
 def check_compound_grads(compound) -> None:
     """The gradients of the known case and of random ones."""
     check_compound_grad(compound, 100.0, 0.1, 150.0)
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     x0 = (torch.rand((), generator=generator, dtype=torch.float64) * 9 + 1).item()
     rate0 = (torch.rand((), generator=generator, dtype=torch.float64) * 0.45 + 0.05).item()
     check_compound_grad(compound, x0, rate0, x0 * (torch.rand((), generator=generator) * 40 + 2).item())
@@ -404,7 +403,7 @@ def _regions(x, low, high) -> dict:
 def check_clipped_identity_forward(function) -> None:
     """Below the interval gives low, above gives high, inside leaves x; the graph has its node."""
     hint = HINTS["clipped_identity"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     low, high = _interval(generator)
     x = _clipping_points(generator, (4, 5), low, high).requires_grad_(True)
     name = f"ClippedIdentity.apply(x (4, 5), {low:.3f}, {high:.3f})"
@@ -442,7 +441,7 @@ def check_clipped_backward(function, x, low: float, high: float, upstream, label
 
 def check_clipped_identity_backward(function) -> None:
     """The true gradient of clipping, at random points on both sides of a random interval."""
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     low, high = _interval(generator)
     x = _clipping_points(generator, (6,), low, high)
     x[:2] = torch.tensor([low - 1.0, high + 1.0], dtype=torch.float64)  # one point clipped on each side

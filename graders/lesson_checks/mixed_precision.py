@@ -168,13 +168,6 @@ CONCEPT_STATEMENTS = [
 ]
 
 
-def _random_generator() -> torch.Generator:
-    """A generator with a fresh seed: the visible checks' random inputs differ on every run."""
-    generator = torch.Generator()
-    generator.seed()
-    return generator
-
-
 # ------------------------------------------------------------------------------ helpers switched off
 TIMING_HELPERS = [(timing, name) for name in
                   ("synchronize", "stopwatch", "time_calls", "time_per_call", "benchmark_median")]
@@ -263,7 +256,7 @@ def check_median_of(time_per_call, *, warmup: int, timed, expected: float) -> No
 
 def check_time_per_call_median(time_per_call) -> None:
     """Visible: an odd count with one slow call somewhere, and an even count (worked out by hand)."""
-    generator = _random_generator()
+    generator = checks.fresh_generator()
     usual = round(0.001 + 0.05 * float(torch.rand((), generator=generator)), 4)
     timed = [usual] * 5
     timed[int(torch.randint(0, 5, (), generator=generator))] = 0.5      # one slow call
@@ -331,7 +324,7 @@ def check_tensor_bytes(tensor_bytes) -> None:
                                    ((3, 224, 224), torch.float16, 301056), ((), torch.float64, 8),
                                    ((65536, 65536, 4096), torch.float16, 2**45)]:   # 32 TiB: never allocated
         check_bytes(tensor_bytes, shape, dtype, expected)
-    generator = _random_generator()
+    generator = checks.fresh_generator()
     shape = tuple(torch.randint(1, 300, (int(torch.randint(1, 4, (), generator=generator)),),
                                 generator=generator).tolist())
     extra = int(torch.randint(2, 50, (), generator=generator))
@@ -377,7 +370,7 @@ def check_fp16_fate_values(fp16_fate) -> None:
     shown = ", ".join(f"{v:g}" for v in values.tolist())
     check_fate_of(fp16_fate, values, torch.tensor([0, 0, 0, 3, 3, 0, 1, 1, 1, 1, 2, 2, 3]),
                   name=f"fp16_fate(torch.tensor([{shown}]))")
-    values, fates = values_with_known_fates(40, _random_generator())
+    values, fates = values_with_known_fates(40, checks.fresh_generator())
     check_fate_of(fp16_fate, values, fates,
                   name={"es": f"fp16_fate(40 valores al azar: {values.tolist()})",
                         "en": f"fp16_fate(40 random values: {values.tolist()})"})
@@ -389,7 +382,7 @@ def check_fp16_fate_shape(fp16_fate) -> None:
     grid = torch.tensor([[1e-9, 2.0], [80000.0, -5e-6]])
     check_fate_of(fp16_fate, grid, torch.tensor([[2, 0], [3, 1]]), hint=hint,
                   name="fp16_fate(torch.tensor([[1e-9, 2.0], [80000.0, -5e-6]]))")
-    values, fates = values_with_known_fates(60, _random_generator())
+    values, fates = values_with_known_fates(60, checks.fresh_generator())
     check_fate_of(fp16_fate, values.reshape(3, 4, 5), fates.reshape(3, 4, 5), hint=hint,
                   name={"es": "fp16_fate(valores al azar de forma (3, 4, 5))",
                         "en": "fp16_fate(random values of shape (3, 4, 5))"})
@@ -823,4 +816,4 @@ def check_skipped_steps(skipped_steps) -> None:
     check_skipped(skipped_steps, [1024.0, 1024.0, 512.0, 512.0, 1024.0, 512.0, 256.0], [1, 4, 5])
     check_skipped(skipped_steps, [1.0, 1.0, 1.0, 1.0], [])
     check_skipped(skipped_steps, [65536.0], [])
-    check_skipped(skipped_steps, *scales_of_a_run(_random_generator(), 12))
+    check_skipped(skipped_steps, *scales_of_a_run(checks.fresh_generator(), 12))

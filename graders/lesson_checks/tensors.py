@@ -117,13 +117,6 @@ SHORTCUTS = {
 }
 
 
-def fresh_generator() -> torch.Generator:
-    """A generator seeded anew on every call: each run of a check sees other inputs."""
-    generator = torch.Generator()
-    generator.seed()
-    return generator
-
-
 def _sizes(generator, count: int, low: int, high: int) -> list[int]:
     return torch.randint(low, high + 1, (count,), generator=generator).tolist()
 
@@ -136,7 +129,7 @@ def _unchanged(before, after, name: str, hint) -> None:
 def check_to_unit_float(to_unit_float) -> None:
     """0 → 0.0 and 255 → 1.0 in float32, every value scaled alike, the input untouched."""
     hint = HINTS["to_unit_float"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     shape = tuple(_sizes(generator, 3, 2, 6))
     images = torch.randint(0, 256, shape, generator=generator, dtype=torch.uint8)
     images.view(-1)[:2] = torch.tensor([0, 255], dtype=torch.uint8)
@@ -158,7 +151,7 @@ def _row_major_position(flat_index: int, shape) -> tuple:
 def check_flatten_per_image(flatten_per_image) -> None:
     """(N, ...) → (N, rest) in row-major order; a view of a contiguous input; permuted inputs work."""
     hint = HINTS["flatten_per_image"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     n, *image_shape = _sizes(generator, 4, 2, 5)
     rest = math.prod(image_shape)
     batch = torch.arange(n * rest).view(n, *image_shape)
@@ -193,7 +186,7 @@ def run_answer(exercise: str, answer, *args, name: str):
 def check_pairwise_distances(pairwise_distances) -> None:
     """Shape (N, M); 3-4-5 triangles; zero to itself and symmetric; the same after a translation."""
     hint = HINTS["pairwise_distances"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     n, m, d = _sizes(generator, 3, 2, 6)
     a = torch.randn(n, d, generator=generator, dtype=torch.float64)
     b = torch.randn(m, d, generator=generator, dtype=torch.float64)
@@ -227,7 +220,7 @@ def check_pairwise_distances(pairwise_distances) -> None:
 def check_linear_forward(linear_forward) -> None:
     """A weight whose rows pick one input feature each: output j is that feature plus bias j."""
     hint = HINTS["linear_forward"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     batch, n_in, n_out = _sizes(generator, 3, 2, 6)
     n_out = n_out + 1 if n_out == n_in else n_out  # a square weight would hide a missing transpose
     x = torch.randn(batch, 3, n_in, generator=generator)
@@ -245,7 +238,7 @@ def check_linear_forward(linear_forward) -> None:
 def check_normalize_rows(normalize_rows) -> None:
     """Rows sum to 1 and stay proportional to the counts; a zero row stays zeros; dtype kept."""
     hint = HINTS["normalize_rows"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     for dtype in (torch.float32, torch.float64):
         n, k = _sizes(generator, 2, 3, 7)
         counts = torch.rand(n, k, generator=generator, dtype=dtype) * 10
@@ -273,7 +266,7 @@ def _random_array(generator, dtype):
 def check_from_numpy_pair(from_numpy_pair) -> None:
     """Two tensors with the array's values and dtype: the first sees changes to it, the second not."""
     hint = HINTS["from_numpy_pair"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     for dtype in (torch.float64, torch.int32):
         array = _random_array(generator, dtype)
         name = f"from_numpy_pair(array {array.dtype} {array.shape})"
@@ -300,7 +293,7 @@ def _sees_change(tensor, array, expected: bool, name: str) -> None:
 def check_prepare_batch(prepare_batch, device) -> None:
     """x as float32 and y as int64, both on the device asked for (cpu, meta and ``device``)."""
     hint = HINTS["prepare_batch"]
-    generator = fresh_generator()
+    generator = checks.fresh_generator()
     x = torch.randint(0, 256, (3, 4), generator=generator, dtype=torch.uint8)
     y = torch.randint(0, 10, (3,), generator=generator, dtype=torch.int32)
     for target in [torch.device("cpu"), torch.device("meta"), torch.device(device)]:

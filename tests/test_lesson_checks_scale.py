@@ -1,0 +1,293 @@
+"""Lesson 07's checks: right answers pass, typical wrong ones fail with expected / got / hint, and
+the harnesses (switched-off tools, spies, random state) do what they say."""
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint_sequential
+from torch.utils.data.distributed import DistributedSampler
+
+import course
+from course.memory import model_saved_bytes, saved_bytes
+from graders import checks
+from graders.checks import CheckFailed
+from graders.lesson_checks import scale as lesson
+
+
+@pytest.fixture(autouse=True)
+def english():
+    course.set_language("en")
+    yield
+    course.set_language("en")
+
+
+def fails(check, answer, *words) -> str:
+    """Run ``check(answer)``, which must fail with the course's layout; the message."""
+    with pytest.raises(CheckFailed) as caught:
+        check(answer)
+    message = str(caught.value)
+    words_here = checks.WORDS[course.settings.get_language()]
+    assert all(f"{words_here[part]}:" in message for part in ("expected", "got", "hint")), message
+    assert all(word in message for word in words), message
+    return message
+
+
+# ------------------------------------------------------------------------------ answers, right and wrong
+def activation_bytes(model, x):
+    own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    sizes = {}
+
+    def pack(tensor):
+        if tensor.untyped_storage().data_ptr() not in own:
+            sizes[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = model(x)
+    del output
+    return sum(sizes.values())
+
+
+def activation_bytes_with_buffers(model, x):
+    own = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    sizes = {}
+
+    def pack(tensor):
+        if tensor.untyped_storage().data_ptr() not in own:
+            sizes[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = model(x)
+    del output
+    return sum(sizes.values())
+
+
+def activation_bytes_every_save(model, x):
+    own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    sizes = []
+
+    def pack(tensor):
+        if tensor.untyped_storage().data_ptr() not in own:
+            sizes.append(tensor.untyped_storage().nbytes())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = model(x)
+    del output
+    return sum(sizes)
+
+
+def segments_for_budget(model, x, budget_bytes):
+    state = [*model.parameters(), *model.buffers()]
+    for k in range(1, len(model) + 1):
+        used = saved_bytes(checkpoint_sequential, model, k, x, use_reentrant=False, exclude=state)
+        if used <= budget_bytes:
+            return k
+    return None
+
+
+def segments_the_most(model, x, budget_bytes):
+    return len(model)
+
+
+def freeze_backbone(model):
+    for layer in model[:-1]:
+        layer.requires_grad_(False)
+    model[-1].requires_grad_(True)
+    return sum(p.numel() for p in model[-1].parameters())
+
+
+def freeze_backbone_only(model):
+    for layer in model[:-1]:
+        layer.requires_grad_(False)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def freeze_counting_tensors(model):
+    freeze_backbone(model)
+    return len(list(model[-1].parameters()))
+
+
+def trainable_optimizer(model, lr):
+    return torch.optim.AdamW((p for p in model.parameters() if p.requires_grad), lr=lr)
+
+
+def optimizer_of_everything(model, lr):
+    return torch.optim.AdamW(model.parameters(), lr=lr)
+
+
+def shard_indices(n, num_replicas, rank, shuffle=False, seed=0, epoch=0):
+    generator = torch.Generator().manual_seed(seed + epoch)
+    order = torch.randperm(n, generator=generator).tolist() if shuffle else list(range(n))
+    per_process = -(-n // num_replicas)
+    padded = [order[i % n] for i in range(per_process * num_replicas)]
+    return padded[rank::num_replicas]
+
+
+def shard_without_padding(n, num_replicas, rank, shuffle=False, seed=0, epoch=0):
+    return list(range(n))[rank::num_replicas]
+
+
+def shard_seeded_without_epoch(n, num_replicas, rank, shuffle=False, seed=0, epoch=0):
+    return shard_indices(n, num_replicas, rank, shuffle=shuffle, seed=seed, epoch=0)
+
+
+def shard_by_sampler(n, num_replicas, rank, shuffle=False, seed=0, epoch=0):
+    sampler = DistributedSampler(range(n), num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+def average_gradients(per_rank):
+    return {name: sum(grads[name] for grads in per_rank) / len(per_rank) for name in per_rank[0]}
+
+
+def average_in_place(per_rank):
+    total = per_rank[0]
+    for grads in per_rank[1:]:
+        for name in total:
+            total[name] += grads[name]
+    for name in total:
+        total[name] /= len(per_rank)
+    return total
+
+
+def sum_of_gradients(per_rank):
+    return {name: sum(grads[name] for grads in per_rank) for name in per_rank[0]}
+
+
+# ---------------------------------------------------------------------------------- visible checks
+def test_activation_bytes_checks():
+    lesson.check_activation_bytes(activation_bytes)
+    lesson.check_activation_bytes_leaves_buffers_out(activation_bytes)
+    fails(lesson.check_activation_bytes, activation_bytes_every_save, "activation_bytes(Linear(")
+    message = fails(lesson.check_activation_bytes_leaves_buffers_out, activation_bytes_with_buffers,
+                    "BatchNorm1d")
+    assert "buffers" in message
+
+
+def test_activation_bytes_refuses_the_course_meter():
+    def through_the_meter(model, x):
+        return model_saved_bytes(model, x)
+
+    message = fails(lesson.check_activation_bytes, through_the_meter, "raised an exception")
+    assert "switched off" in message and "saved_tensors_hooks" in message
+
+
+def test_segments_for_budget_checks():
+    lesson.check_segments_for_budget(segments_for_budget)
+    fails(lesson.check_segments_for_budget, segments_the_most, "fits already")
+
+
+def test_freeze_backbone_checks():
+    lesson.check_freeze_backbone(freeze_backbone)
+    lesson.check_freeze_backbone_unfreezes_the_head(freeze_backbone)
+    lesson.check_freeze_backbone(freeze_backbone_only)      # the first part passes without the second
+    fails(lesson.check_freeze_backbone_unfreezes_the_head, freeze_backbone_only, "wrong requires_grad",
+          "head frozen before")
+    fails(lesson.check_freeze_backbone, freeze_counting_tensors, "freeze_backbone(make_cnn(channels=")
+
+
+def test_trainable_optimizer_checks():
+    lesson.check_trainable_optimizer(trainable_optimizer)
+    fails(lesson.check_trainable_optimizer, optimizer_of_everything, "no frozen one", "of them frozen")
+
+
+def test_shard_indices_checks():
+    lesson.check_shard_indices_in_order(shard_indices)
+    lesson.check_shard_indices_shuffled(shard_indices)
+    fails(lesson.check_shard_indices_in_order, shard_without_padding, "shard_indices(10, 3, rank)")
+    fails(lesson.check_shard_indices_shuffled, shard_seeded_without_epoch, "epoch=1")
+
+
+def test_shard_indices_refuses_the_sampler():
+    message = fails(lesson.check_shard_indices_in_order, shard_by_sampler, "raised an exception")
+    assert "DistributedSampler is switched off" in message
+
+
+def test_average_gradients_checks():
+    lesson.check_average_gradients(average_gradients)
+    lesson.check_average_gradients_leaves_inputs(average_gradients)
+    lesson.check_average_gradients(average_in_place)         # the mean is right: that part passes
+    fails(lesson.check_average_gradients_leaves_inputs, average_in_place, "input gradients modified")
+    fails(lesson.check_average_gradients, sum_of_gradients, "average_gradients([{'w'")
+
+
+def test_messages_follow_the_edition_language():
+    course.set_language("es")
+    message = fails(lesson.check_average_gradients_leaves_inputs, average_in_place, "gradientes de entrada")
+    assert "esperado:" in message and "pista:" in message and "sección 5" in message
+    assert "hint('" not in message      # this exercise has no second hint
+    message = fails(lesson.check_shard_indices_in_order, shard_without_padding)
+    assert "si sigues sin verlo: hint('shard_indices')" in message
+
+
+# -------------------------------------------------------------------------------------- harnesses
+def test_the_course_meter_is_off_only_inside_the_block():
+    x = torch.randn(3, requires_grad=True)
+    with lesson.course_meter_off(), pytest.raises(RuntimeError, match="switched off"):
+        saved_bytes(torch.sin, x)
+    assert saved_bytes(torch.sin, x) == 12
+
+
+def test_distributed_sampler_is_off_only_inside_the_block():
+    with lesson.distributed_sampler_off(), pytest.raises(RuntimeError, match="switched off"):
+        DistributedSampler(range(4), num_replicas=2, rank=0)
+    assert list(DistributedSampler(range(4), num_replicas=2, rank=1, shuffle=False)) == [1, 3]
+
+
+def test_checks_leave_the_notebooks_random_state_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    lesson.check_freeze_backbone(freeze_backbone)
+    lesson.check_activation_bytes(activation_bytes)
+    torch.testing.assert_close(torch.rand(3), expected)
+
+
+def test_fresh_inputs_every_run():
+    seeds = {checks.fresh_generator().initial_seed() for _ in range(5)}
+    assert len(seeds) > 1
+    generator = checks.fresh_generator()
+    assert all(2 <= lesson.draw(generator, 2, 4) <= 4 for _ in range(50))
+
+
+def test_saved_with_segments_measures_checkpoint_sequential():
+    model, x = lesson.blocks(6, 16), torch.randn(8, 16)
+    assert lesson.saved_with_segments(model, x, 1) == model_saved_bytes(model, x)
+    assert lesson.saved_with_segments(model, x, 3) < lesson.saved_with_segments(model, x, 1)
+
+
+def test_per_rank_gradients_average_to_the_whole_batch():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+    shares, whole = lesson.per_rank_gradients(model, x, y, 3)
+    assert len(shares) == 3 and not torch.equal(shares[0]["0.weight"], whole["0.weight"])
+    torch.testing.assert_close(average_gradients(shares), whole)
+
+
+def test_freeze_head_and_the_optimizer_spy():
+    model = lesson.freeze_head(course.training.make_mlp(hidden=4))
+    assert [p.requires_grad for p in model.parameters()] == [True, True, False, False]
+
+    def optimizer_that_also_shrinks_everything(model, lr):
+        class Shrinking(torch.optim.AdamW):
+            def step(self, closure=None):
+                super().step(closure)
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.mul_(0.5)
+        return Shrinking([p for p in model.parameters() if p.requires_grad], lr=lr)
+
+    with pytest.raises(CheckFailed, match=r"frozen parameters that moved after optimizer.step\(\) \(spy"):
+        lesson.check_optimizer_on(optimizer_that_also_shrinks_everything, model, torch.randn(2, 1, 28, 28),
+                                  0.1, "spy")
+
+
+def test_hints_name_a_section_and_second_hints_exist():
+    for key, texts in lesson.HINTS.items():
+        assert texts["es"].strip() and texts["en"].strip(), key
+        if key != "concept_check":
+            assert "sección" in texts["es"] and "section" in texts["en"], key
+        assert texts.get("more") in (None, *lesson.MORE_HINTS)
+    assert set(lesson.MORE_HINTS) == {"activation_bytes", "shard_indices"}
