@@ -66,6 +66,15 @@ WORDS = {
 }
 
 
+# The first hint of a concept check, for a lesson with nothing more specific to say.
+CONCEPT_HINT = {
+    "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
+          "corresponde a una línea del resumen",
+    "en": "ANSWERS is a dict with exactly those keys and True or False values; each statement "
+          "matches a line of the summary",
+}
+
+
 def _words() -> dict:
     return WORDS[get_language()]
 

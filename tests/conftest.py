@@ -10,3 +10,13 @@ from graders.release.editions import build_course
 def course_dir(tmp_path_factory):
     """An nbgrader course directory built from ``solutions/`` (English source, all lessons)."""
     return build_course(tmp_path_factory.mktemp("course"), "en", LESSONS)
+
+
+@pytest.fixture
+def english():
+    """Checks speak English for the length of a test, whatever the test switches to."""
+    import course
+
+    course.set_language("en")
+    yield
+    course.set_language("en")

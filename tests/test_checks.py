@@ -8,12 +8,7 @@ import course
 from graders import checks
 from graders.checks import CheckFailed
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
+pytestmark = pytest.mark.usefixtures("english")
 
 
 HINT = {"es": "pista en español", "en": "hint in English"}

@@ -4,27 +4,13 @@ import math
 
 import pytest
 import torch
+from check_messages import failure
 
 import course
 from graders.checks import CheckFailed
 from graders.lesson_checks import autograd as lesson
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
-
-
-def _fails(check, answer, words=()):
-    """The check fails ``answer`` with the course's layout; returns the message."""
-    with pytest.raises(CheckFailed) as caught:
-        check(answer)
-    message = str(caught.value)
-    for part in ("expected:", "got:", "hint:", *words):
-        assert part in message, message
-    return message
+pytestmark = pytest.mark.usefixtures("english")
 
 
 def central_differences(f, x, eps=1e-6):
@@ -47,14 +33,14 @@ def through_autograd(f, x, eps=1e-6):
 def test_finite_difference_grad():
     lesson.check_finite_difference_grad(central_differences)
     lesson.check_finite_difference_grad_black_box(central_differences)
-    _fails(lesson.check_finite_difference_grad,
-           lambda f, x, eps=1e-6: central_differences(f, x, eps).float(), words=["dtype"])
-    _fails(lesson.check_finite_difference_grad,
+    failure(lesson.check_finite_difference_grad,
+           lambda f, x, eps=1e-6: central_differences(f, x, eps).float(), says=["dtype"])
+    failure(lesson.check_finite_difference_grad,
            lambda f, x, eps=1e-6: central_differences(f, x, eps) / 2)
 
 
 def test_finite_difference_grad_refuses_autograd_and_says_why():
-    message = _fails(lesson.check_finite_difference_grad, through_autograd)
+    message = failure(lesson.check_finite_difference_grad, through_autograd)
     assert "is switched off while your function runs" in message
     x = torch.tensor(2.0, requires_grad=True)
     (x * x).backward()  # back on after the check
@@ -67,14 +53,14 @@ def test_finite_difference_grad_sees_an_input_changed_in_place():
         x += 1
         return grad
 
-    _fails(lesson.check_finite_difference_grad, in_place, words=["the input modified"])
+    failure(lesson.check_finite_difference_grad, in_place, says=["the input modified"])
 
 
 def test_predicted_grad():
     lesson.check_predicted_grad(lambda a, b, x0: b + 4 * a * x0)
-    _fails(lesson.check_predicted_grad, lambda a, b, x0: 2 * a * x0 + b)  # forgot one backward
-    _fails(lesson.check_predicted_grad, lambda a, b, x0: b)  # thought the forward pass reset it
-    message = _fails(lesson.check_predicted_grad,
+    failure(lesson.check_predicted_grad, lambda a, b, x0: 2 * a * x0 + b)  # forgot one backward
+    failure(lesson.check_predicted_grad, lambda a, b, x0: b)  # thought the forward pass reset it
+    message = failure(lesson.check_predicted_grad,
                      lambda a, b, x0: lesson.gradient_after_snippet(a, b, x0))
     assert "switched off" in message
 
@@ -96,24 +82,24 @@ def test_second_derivative():
         leaf = x.detach().requires_grad_(True)
         return torch.autograd.grad(f(leaf).sum(), leaf)[0]
 
-    _fails(lesson.check_second_derivative, first_only)
+    failure(lesson.check_second_derivative, first_only)
 
     def without_create_graph(f, x):
         leaf = x.detach().requires_grad_(True)
         (first,) = torch.autograd.grad(f(leaf).sum(), leaf)
         return torch.autograd.grad(first.sum(), leaf)[0]
 
-    _fails(lesson.check_second_derivative, without_create_graph, words=["raised"])
+    failure(lesson.check_second_derivative, without_create_graph, says=["raised"])
 
     def marks_the_callers_x(f, x):
         x.requires_grad_(True)
         return _second(f, x)
 
-    _fails(lesson.check_second_derivative, marks_the_callers_x, words=["the input modified"])
+    failure(lesson.check_second_derivative, marks_the_callers_x, says=["the input modified"])
 
 
 def test_second_derivative_refuses_the_library_hessian():
-    message = _fails(lesson.check_second_derivative,
+    message = failure(lesson.check_second_derivative,
                      lambda f, x: torch.autograd.functional.hessian(lambda t: f(t).sum(), x).diagonal())
     assert "torch.autograd.functional.hessian is switched off" in message
 
@@ -135,21 +121,21 @@ def test_sgd_step():
                 if param.grad is not None:
                     param.sub_(lr * param.grad)
 
-    _fails(lesson.check_sgd_step, keeps_the_gradient, words=["the old gradient still there"])
+    failure(lesson.check_sgd_step, keeps_the_gradient, says=["the old gradient still there"])
 
     def rebinds(params, lr):
         for i, param in enumerate(params):
             if param.grad is not None:
                 params[i] = (param - lr * param.grad).detach().requires_grad_(True)
 
-    _fails(lesson.check_sgd_step, rebinds, words=["another tensor"])
+    failure(lesson.check_sgd_step, rebinds, says=["another tensor"])
 
     def outside_no_grad(params, lr):
         for param in params:
             if param.grad is not None:
                 param.sub_(lr * param.grad)
 
-    _fails(lesson.check_sgd_step, outside_no_grad, words=["raised"])
+    failure(lesson.check_sgd_step, outside_no_grad, says=["raised"])
 
     def touches_every_param(params, lr):
         with torch.no_grad():
@@ -157,7 +143,7 @@ def test_sgd_step():
                 param.sub_(lr * (param.grad if param.grad is not None else torch.ones_like(param)))
                 param.grad = None
 
-    _fails(lesson.check_sgd_step, touches_every_param, words=["params[2]"])
+    failure(lesson.check_sgd_step, touches_every_param, says=["params[2]"])
 
 
 def _freeze(model):
@@ -176,7 +162,7 @@ def test_freeze_all_but_last_and_its_count():
         list(model.children())[-1].requires_grad_(True)
         return 0
 
-    _fails(lesson.check_freeze_all_but_last, last_child, words=["requires_grad of every parameter"])
+    failure(lesson.check_freeze_all_but_last, last_child, says=["requires_grad of every parameter"])
 
     def forgets_to_unfreeze(model):  # right only when the last layer was trainable already
         with_params = [layer for layer in model.children() if list(layer.parameters())]
@@ -184,9 +170,9 @@ def test_freeze_all_but_last_and_its_count():
             layer.requires_grad_(False)
         return 0
 
-    _fails(lesson.check_freeze_all_but_last, forgets_to_unfreeze, words=["all frozen"])
-    _fails(lesson.check_trainable_count, lambda model: _freeze(model) + 1)
-    _fails(lesson.check_trainable_count, lambda model: float(_freeze(model)), words=["float"])
+    failure(lesson.check_freeze_all_but_last, forgets_to_unfreeze, says=["all frozen"])
+    failure(lesson.check_trainable_count, lambda model: _freeze(model) + 1)
+    failure(lesson.check_trainable_count, lambda model: float(_freeze(model)), says=["float"])
 
 
 def _compound(x, rate, limit):
@@ -206,22 +192,22 @@ def test_compound_value_and_grads():
         result, steps = _compound(x, rate, limit)
         return result * (1 + rate), steps + 1
 
-    _fails(lesson.check_compound_value, one_too_many, words=["[1]", "expected: 5"])
+    failure(lesson.check_compound_value, one_too_many, says=["[1]", "expected: 5"])
 
     def through_floats(x, rate, limit):
         result, steps = _compound(x, rate, limit)
         return torch.tensor(result.item(), dtype=torch.float64), steps
 
     lesson.check_compound_value(through_floats)  # the value is right...
-    _fails(lesson.check_compound_grads, through_floats, words=["disconnected from the graph"])
+    failure(lesson.check_compound_grads, through_floats, says=["disconnected from the graph"])
 
     def tensor_steps(x, rate, limit):
         result, steps = _compound(x, rate, limit)
         return result, torch.tensor(steps)
 
-    _fails(lesson.check_compound_value, tensor_steps, words=["int"])
-    _fails(lesson.check_compound_value, lambda x, rate, limit: _compound(x, rate, limit)[0],
-           words=["tuple"])
+    failure(lesson.check_compound_value, tensor_steps, says=["int"])
+    failure(lesson.check_compound_value, lambda x, rate, limit: _compound(x, rate, limit)[0],
+           says=["tuple"])
 
 
 def test_the_loop_rules_catch_a_loop_that_stops_early():
@@ -229,7 +215,7 @@ def test_the_loop_rules_catch_a_loop_that_stops_early():
         result, steps = _compound(x, rate, limit)
         return (result / (1 + rate), steps - 1) if steps > 1 else (result, steps)
 
-    message = _fails(lesson.check_compound_value, stops_early)
+    message = failure(lesson.check_compound_value, stops_early)
     assert "compound(100, 0.1, 150.0)" in message
 
 
@@ -260,13 +246,13 @@ class ClippedIdentityClampsBelow(ClippedIdentity):
 def test_clipped_identity():
     lesson.check_clipped_identity_forward(ClippedIdentity)
     lesson.check_clipped_identity_backward(ClippedIdentity)
-    _fails(lesson.check_clipped_identity_forward, ClippedIdentityClampsBelow, words=["x above"])
-    _fails(lesson.check_clipped_identity_backward, ClippedIdentityStraightThrough, words=["x.grad after"])
+    failure(lesson.check_clipped_identity_forward, ClippedIdentityClampsBelow, says=["x above"])
+    failure(lesson.check_clipped_identity_backward, ClippedIdentityStraightThrough, says=["x.grad after"])
 
     class Plain:
         apply = staticmethod(lambda x, low, high: x.clamp(low, high))
 
-    _fails(lesson.check_clipped_identity_forward, Plain, words=["ClippedIdentity grad_fn"])
+    failure(lesson.check_clipped_identity_forward, Plain, says=["ClippedIdentity grad_fn"])
 
 
 def test_black_box_hides_its_graph():

@@ -9,28 +9,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from check_messages import failure
 from torch import nn
 
 import course
 from graders.checks import CheckFailed
 from graders.lesson_checks import debugging_lab as lesson
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
-
-
-def assert_fails(check, *args, says="", **kwargs):
-    """``check`` fails with the course's layout; ``says`` is a piece of its message."""
-    with pytest.raises(CheckFailed) as caught:
-        check(*args, **kwargs)
-    message = str(caught.value)
-    assert "\n  expected: " in message and "\n  got: " in message and "\n  hint: " in message, message
-    assert says in message, message
-    return message
+pytestmark = pytest.mark.usefixtures("english")
 
 
 # ------------------------------------------------------------------------------------- right answers
@@ -208,8 +194,8 @@ def test_train_step_check():
         optimizer.step()
         return loss.item()
 
-    assert_fails(lesson.check_train_step, no_clearing, says="onto old gradients")
-    assert_fails(lesson.check_train_step, lambda *args: torch.tensor(good_step(*args)), says="type")
+    failure(lesson.check_train_step, no_clearing, says="onto old gradients")
+    failure(lesson.check_train_step, lambda *args: torch.tensor(good_step(*args)), says="type")
 
 
 def test_clipped_checks():
@@ -228,8 +214,8 @@ def test_clipped_checks():
     def clips_nothing(model, batch, optimizer, max_norm=1.0):
         return good_step(model, batch, optimizer)
 
-    assert_fails(lesson.check_clipped_order, step_too_early, says="optimizer step() → backward pass")
-    assert_fails(lesson.check_clipped_update, clips_nothing, says="that step() used")
+    failure(lesson.check_clipped_order, step_too_early, says="optimizer step() → backward pass")
+    failure(lesson.check_clipped_update, clips_nothing, says="that step() used")
 
 
 def test_like_reference_finds_a_different_update():
@@ -241,13 +227,13 @@ def test_like_reference_finds_a_different_update():
     batch = lesson.classification_batch(8, 3, 2, lesson.seeded(1))
     lesson.check_like_reference(good_step, good_step, lesson.mlp(3, 4, 2), batch, 0.1, label="MLP",
                                 exercise="train_step_fixed")
-    assert_fails(lesson.check_like_reference, twice_the_rate, good_step, lesson.mlp(3, 4, 2), batch, 0.1,
+    failure(lesson.check_like_reference, twice_the_rate, good_step, lesson.mlp(3, 4, 2), batch, 0.1,
                  label="MLP", exercise="train_step_fixed", says="after call 1")
 
 
 def test_logits_on_model_device_check():
     lesson.check_logits_on_model_device(lambda model, x: model(x.to(next(model.parameters()).device)), "cpu")
-    assert_fails(lesson.check_logits_on_model_device, lambda model, x: model(x), "cpu", says="meta")
+    failure(lesson.check_logits_on_model_device, lambda model, x: model(x), "cpu", says="meta")
 
 
 def test_predict_check():
@@ -261,8 +247,8 @@ def test_predict_check():
         return model(x)
 
     lesson.check_predict(good_predict)
-    assert_fails(lesson.check_predict, eval_only, says="requires_grad")
-    assert_fails(lesson.check_predict, lambda model, x: model(x).detach(), says="values differ")
+    failure(lesson.check_predict, eval_only, says="requires_grad")
+    failure(lesson.check_predict, lambda model, x: model(x).detach(), says="values differ")
 
 
 def test_save_and_reload_check(tmp_path):
@@ -283,26 +269,26 @@ def test_save_and_reload_check(tmp_path):
         return new
 
     lesson.check_save_and_reload(good)
-    assert_fails(lesson.check_save_and_reload, pickled, says="UnpicklingError")
-    assert_fails(lesson.check_save_and_reload, never_reads, says="calls to torch.load")
+    failure(lesson.check_save_and_reload, pickled, says="UnpicklingError")
+    failure(lesson.check_save_and_reload, never_reads, says="calls to torch.load")
 
 
 def test_classifier_checks():
     lesson.check_classifier_learns(GoodClassifier)
     lesson.check_predict_proba(GoodClassifier)
-    assert_fails(lesson.check_classifier_learns, SoftmaxClassifier, says="cannot go below")
+    failure(lesson.check_classifier_learns, SoftmaxClassifier, says="cannot go below")
 
     class Unnormalised(GoodClassifier):
         def predict_proba(self, x):
             return self(x).exp()
 
-    assert_fails(lesson.check_predict_proba, Unnormalised, says="sum(dim=1)")
+    failure(lesson.check_predict_proba, Unnormalised, says="sum(dim=1)")
 
 
 def test_regression_loss_check():
     lesson.check_regression_loss_by_hand(lambda pred, target: F.mse_loss(pred.flatten(), target.flatten()))
-    assert_fails(lesson.check_regression_loss_by_hand, F.mse_loss, says="warnings")
-    assert_fails(lesson.check_regression_loss_by_hand,
+    failure(lesson.check_regression_loss_by_hand, F.mse_loss, says="warnings")
+    failure(lesson.check_regression_loss_by_hand,
                  lambda pred, target: (pred.flatten() - target.flatten()).abs().mean(), says="values differ")
 
 
@@ -319,7 +305,7 @@ def test_train_epoch_check():
             total = total + loss
         return (total / len(batches)).item()
 
-    assert_fails(lesson.check_train_epoch, sums_tensors, says="graphs of earlier batches")
+    failure(lesson.check_train_epoch, sums_tensors, says="graphs of earlier batches")
 
 
 def test_evaluate_checks():
@@ -335,19 +321,19 @@ def test_evaluate_checks():
         with torch.no_grad():
             return (model(x).argmax(dim=1) == y).float().mean().item()
 
-    assert_fails(lesson.check_evaluate_restores_mode, always_train_after, says="[eval → evaluate_fixed]")
-    assert_fails(lesson.check_evaluate_accuracy, in_training_mode, says="evaluate_fixed")
+    failure(lesson.check_evaluate_restores_mode, always_train_after, says="[eval → evaluate_fixed]")
+    failure(lesson.check_evaluate_accuracy, in_training_mode, says="evaluate_fixed")
 
 
 def test_residual_check():
     lesson.check_residual_by_hand(GoodBlock)
-    assert_fails(lesson.check_residual_by_hand, InPlaceBlock, says="modified by an inplace operation")
+    failure(lesson.check_residual_by_hand, InPlaceBlock, says="modified by an inplace operation")
 
     class IgnoresFc(GoodBlock):
         def forward(self, x):
             return x + torch.relu(x) + 0 * self.fc(x)
 
-    assert_fails(lesson.check_residual_by_hand, IgnoresFc, says="values differ")
+    failure(lesson.check_residual_by_hand, IgnoresFc, says="values differ")
 
 
 def test_residual_against_a_reference_forward():
@@ -375,8 +361,8 @@ def test_first_bad_step_checks():
                 found = step
         return found
 
-    assert_fails(lesson.check_first_bad_step_by_hand, off_by_one, says="expected: 4")
-    assert_fails(lesson.check_first_bad_step_by_hand, keeps_training, says="calls to train_step")
+    failure(lesson.check_first_bad_step_by_hand, off_by_one, says="expected: 4")
+    failure(lesson.check_first_bad_step_by_hand, keeps_training, says="calls to train_step")
 
 
 def test_final_step_checks():
@@ -393,9 +379,9 @@ def test_final_step_checks():
             accuracy = (model(x).argmax(dim=1) == y).float().mean()
         return loss.item(), accuracy.item()
 
-    assert_fails(lesson.check_final_step, two_bugs,
+    failure(lesson.check_final_step, two_bugs,
                  says="forward pass (evaluation mode) → backward pass onto")
-    assert_fails(lesson.check_diagnose_finds_nothing, two_bugs, says="grads_not_cleared")
+    failure(lesson.check_diagnose_finds_nothing, two_bugs, says="grads_not_cleared")
 
 
 def test_messages_speak_spanish_in_the_spanish_edition():

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+from check_messages import failure
 from torch import nn
 from torch.nn import functional as F
 
@@ -18,22 +19,7 @@ from graders import checks
 from graders.checks import CheckFailed
 from graders.lesson_checks import mixed_precision as lesson
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
-
-
-def _fails(check, answer, *args, words=()):
-    """The check fails ``answer`` with the course's layout; returns the message."""
-    with pytest.raises(CheckFailed) as caught:
-        check(answer, *args)
-    message = str(caught.value)
-    for part in ("expected:", "got:", "hint:", *words):
-        assert part in message, message
-    return message
+pytestmark = pytest.mark.usefixtures("english")
 
 
 # ------------------------------------------------------------------------------------ time_per_call
@@ -72,20 +58,20 @@ def test_the_timing_harness_records_calls_waits_and_clock_readings_in_order():
 
 def test_time_per_call_median():
     lesson.check_time_per_call_median(_timer())
-    _fails(lesson.check_time_per_call_median, _timer(warmup_timed=True), words=["60 s"])
-    _fails(lesson.check_time_per_call_median, _timer(middle=lambda times: sum(times) / len(times)))
-    _fails(lesson.check_time_per_call_median, _timer(middle=lambda times: torch.tensor(times).median()),
-           words=["float"])
+    failure(lesson.check_time_per_call_median, _timer(warmup_timed=True), says=["60 s"])
+    failure(lesson.check_time_per_call_median, _timer(middle=lambda times: sum(times) / len(times)))
+    failure(lesson.check_time_per_call_median, _timer(middle=lambda times: torch.tensor(times).median()),
+           says=["float"])
 
 
 def test_time_per_call_synchronizes():
     lesson.check_time_per_call_synchronizes(_timer())
     for mistake in (dict(sync_before=False), dict(sync_after=False),
                     dict(sync_before=False, sync_after=False)):
-        _fails(lesson.check_time_per_call_synchronizes, _timer(**mistake),
-               words=["sync clock call sync clock"])
-    _fails(lesson.check_time_per_call_synchronizes, _timer(sync_everywhere=True),
-           words=["calls of torch.cuda.synchronize"])
+        failure(lesson.check_time_per_call_synchronizes, _timer(**mistake),
+               says=["sync clock call sync clock"])
+    failure(lesson.check_time_per_call_synchronizes, _timer(sync_everywhere=True),
+           says=["calls of torch.cuda.synchronize"])
 
 
 def test_the_hidden_timing_checks_pass_the_right_answer_on_other_devices():
@@ -102,8 +88,8 @@ def test_course_timing_is_switched_off_inside_the_check_and_back_on_after():
         return timing.time_per_call(fn, device=device, repeats=repeats, warmup=warmup)
 
     for shortcut in (through_the_helper, through_the_module):
-        message = _fails(lesson.check_time_per_call_median, shortcut,
-                         words=["course.timing is not available"])
+        message = failure(lesson.check_time_per_call_median, shortcut,
+                         says=["course.timing is not available"])
         assert "exercise 1" in message
     assert time_calls is timing.time_calls                        # this module's name is back
     assert timing.time_calls(lambda: None, device="cpu", repeats=2, warmup=0)[0] >= 0.0
@@ -122,17 +108,17 @@ def test_timing_helpers_off_swaps_every_name_of_a_helper_and_restores_it():
 # ------------------------------------------------------------------------------------- tensor_bytes
 def test_tensor_bytes():
     lesson.check_tensor_bytes(lambda shape, dtype: math.prod(shape) * dtype.itemsize)
-    _fails(lesson.check_tensor_bytes, lambda shape, dtype: len(shape) * dtype.itemsize)
-    _fails(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * 4)
-    _fails(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * dtype.itemsize / 1,
-           words=["int"])
+    failure(lesson.check_tensor_bytes, lambda shape, dtype: len(shape) * dtype.itemsize)
+    failure(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * 4)
+    failure(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * dtype.itemsize / 1,
+           says=["int"])
 
 
 def test_tensor_bytes_check_refuses_the_course_helper():
     def through_the_helper(shape, dtype):
         return amp.tensor_nbytes(torch.empty(shape, dtype=dtype, device="meta"))
 
-    _fails(lesson.check_tensor_bytes, through_the_helper, words=["tensor_nbytes is not available"])
+    failure(lesson.check_tensor_bytes, through_the_helper, says=["tensor_nbytes is not available"])
     assert amp.tensor_nbytes(torch.zeros(2, dtype=torch.float16)) == 4
 
 
@@ -165,14 +151,14 @@ def test_values_with_known_fates_are_classified_alike_by_a_right_answer():
 
 def test_fp16_fate_values():
     lesson.check_fp16_fate_values(_fate)
-    _fails(lesson.check_fp16_fate_values, _fate_by_thresholds, words=["4e-08"])
-    _fails(lesson.check_fp16_fate_values, lambda values: _fate(values).clamp(max=2))
+    failure(lesson.check_fp16_fate_values, _fate_by_thresholds, says=["4e-08"])
+    failure(lesson.check_fp16_fate_values, lambda values: _fate(values).clamp(max=2))
 
 
 def test_fp16_fate_shape():
     lesson.check_fp16_fate_shape(_fate)
-    _fails(lesson.check_fp16_fate_shape, lambda values: _fate(values).flatten(), words=["shape"])
-    _fails(lesson.check_fp16_fate_shape, lambda values: _fate(values).int(), words=["dtype"])
+    failure(lesson.check_fp16_fate_shape, lambda values: _fate(values).flatten(), says=["shape"])
+    failure(lesson.check_fp16_fate_shape, lambda values: _fate(values).int(), says=["dtype"])
 
 
 # ----------------------------------------------------------------------------------- pick_amp_dtype
@@ -195,9 +181,9 @@ def test_pick_amp_dtype():
     def never_asks(device, bf16_supported=None):
         return _pick(device, bool(bf16_supported))
 
-    _fails(lesson.check_pick_amp_dtype, always_asks)
-    _fails(lesson.check_pick_amp_dtype, never_asks, words=["is_bf16_supported() → True"])
-    _fails(lesson.check_pick_amp_dtype, lambda device, bf16_supported=None: torch.float16)
+    failure(lesson.check_pick_amp_dtype, always_asks)
+    failure(lesson.check_pick_amp_dtype, never_asks, says=["is_bf16_supported() → True"])
+    failure(lesson.check_pick_amp_dtype, lambda device, bf16_supported=None: torch.float16)
     with pytest.raises(CheckFailed, match="ValueError"):
         lesson.check_pick_raises(lambda device, bf16_supported=None: torch.float32, "meta")
 
@@ -347,8 +333,8 @@ def _steps_where(changed, shift=0):
 
 def test_skipped_steps():
     lesson.check_skipped_steps(_steps_where(lambda before, after: after < before))
-    _fails(lesson.check_skipped_steps, _steps_where(lambda before, after: after != before))
-    _fails(lesson.check_skipped_steps, _steps_where(lambda before, after: after < before, shift=1))
+    failure(lesson.check_skipped_steps, _steps_where(lambda before, after: after != before))
+    failure(lesson.check_skipped_steps, _steps_where(lambda before, after: after < before, shift=1))
 
 
 # ------------------------------------------------------------------------------------ concept check

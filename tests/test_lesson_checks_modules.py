@@ -8,30 +8,13 @@ import itertools
 import pytest
 import torch
 import torchvision
+from check_messages import failure
 from torch import nn
 
 import course
-from graders.checks import CheckFailed
 from graders.lesson_checks import modules as lesson
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
-
-
-LAYOUT = {"en": ("expected:", "got:", "hint:"), "es": ("esperado:", "obtenido:", "pista:")}
-
-
-def failure(check, *args, **kwargs) -> str:
-    """The message of the check's failure, which must say what was expected, what came and a hint."""
-    with pytest.raises(CheckFailed) as caught:
-        check(*args, **kwargs)
-    message = str(caught.value)
-    assert all(word in message for word in LAYOUT[course.get_language()]), message
-    return message
+pytestmark = pytest.mark.usefixtures("english")
 
 
 # Exercise 1 · MLP ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ the harnesses (switched-off tools, spies, random state) do what they say."""
 
 import pytest
 import torch
+from check_messages import failure
 from torch.utils.checkpoint import checkpoint_sequential
 from torch.utils.data.distributed import DistributedSampler
 
@@ -12,23 +13,7 @@ from graders import checks
 from graders.checks import CheckFailed
 from graders.lesson_checks import scale as lesson
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
-
-
-def fails(check, answer, *words) -> str:
-    """Run ``check(answer)``, which must fail with the course's layout; the message."""
-    with pytest.raises(CheckFailed) as caught:
-        check(answer)
-    message = str(caught.value)
-    words_here = checks.WORDS[course.settings.get_language()]
-    assert all(f"{words_here[part]}:" in message for part in ("expected", "got", "hint")), message
-    assert all(word in message for word in words), message
-    return message
+pytestmark = pytest.mark.usefixtures("english")
 
 
 # ------------------------------------------------------------------------------ answers, right and wrong
@@ -160,9 +145,9 @@ def sum_of_gradients(per_rank):
 def test_activation_bytes_checks():
     lesson.check_activation_bytes(activation_bytes)
     lesson.check_activation_bytes_leaves_buffers_out(activation_bytes)
-    fails(lesson.check_activation_bytes, activation_bytes_every_save, "activation_bytes(Linear(")
-    message = fails(lesson.check_activation_bytes_leaves_buffers_out, activation_bytes_with_buffers,
-                    "BatchNorm1d")
+    failure(lesson.check_activation_bytes, activation_bytes_every_save, says="activation_bytes(Linear(")
+    message = failure(lesson.check_activation_bytes_leaves_buffers_out, activation_bytes_with_buffers,
+                      says="BatchNorm1d")
     assert "buffers" in message
 
 
@@ -170,38 +155,39 @@ def test_activation_bytes_refuses_the_course_meter():
     def through_the_meter(model, x):
         return model_saved_bytes(model, x)
 
-    message = fails(lesson.check_activation_bytes, through_the_meter, "raised an exception")
+    message = failure(lesson.check_activation_bytes, through_the_meter, says="raised an exception")
     assert "switched off" in message and "saved_tensors_hooks" in message
 
 
 def test_segments_for_budget_checks():
     lesson.check_segments_for_budget(segments_for_budget)
-    fails(lesson.check_segments_for_budget, segments_the_most, "fits already")
+    failure(lesson.check_segments_for_budget, segments_the_most, says="fits already")
 
 
 def test_freeze_backbone_checks():
     lesson.check_freeze_backbone(freeze_backbone)
     lesson.check_freeze_backbone_unfreezes_the_head(freeze_backbone)
     lesson.check_freeze_backbone(freeze_backbone_only)      # the first part passes without the second
-    fails(lesson.check_freeze_backbone_unfreezes_the_head, freeze_backbone_only, "wrong requires_grad",
-          "head frozen before")
-    fails(lesson.check_freeze_backbone, freeze_counting_tensors, "freeze_backbone(make_cnn(channels=")
+    failure(lesson.check_freeze_backbone_unfreezes_the_head, freeze_backbone_only,
+            says=("wrong requires_grad", "head frozen before"))
+    failure(lesson.check_freeze_backbone, freeze_counting_tensors, says="freeze_backbone(make_cnn(channels=")
 
 
 def test_trainable_optimizer_checks():
     lesson.check_trainable_optimizer(trainable_optimizer)
-    fails(lesson.check_trainable_optimizer, optimizer_of_everything, "no frozen one", "of them frozen")
+    failure(lesson.check_trainable_optimizer, optimizer_of_everything,
+            says=("no frozen one", "of them frozen"))
 
 
 def test_shard_indices_checks():
     lesson.check_shard_indices_in_order(shard_indices)
     lesson.check_shard_indices_shuffled(shard_indices)
-    fails(lesson.check_shard_indices_in_order, shard_without_padding, "shard_indices(10, 3, rank)")
-    fails(lesson.check_shard_indices_shuffled, shard_seeded_without_epoch, "epoch=1")
+    failure(lesson.check_shard_indices_in_order, shard_without_padding, says="shard_indices(10, 3, rank)")
+    failure(lesson.check_shard_indices_shuffled, shard_seeded_without_epoch, says="epoch=1")
 
 
 def test_shard_indices_refuses_the_sampler():
-    message = fails(lesson.check_shard_indices_in_order, shard_by_sampler, "raised an exception")
+    message = failure(lesson.check_shard_indices_in_order, shard_by_sampler, says="raised an exception")
     assert "DistributedSampler is switched off" in message
 
 
@@ -209,16 +195,17 @@ def test_average_gradients_checks():
     lesson.check_average_gradients(average_gradients)
     lesson.check_average_gradients_leaves_inputs(average_gradients)
     lesson.check_average_gradients(average_in_place)         # the mean is right: that part passes
-    fails(lesson.check_average_gradients_leaves_inputs, average_in_place, "input gradients modified")
-    fails(lesson.check_average_gradients, sum_of_gradients, "average_gradients([{'w'")
+    failure(lesson.check_average_gradients_leaves_inputs, average_in_place, says="input gradients modified")
+    failure(lesson.check_average_gradients, sum_of_gradients, says="average_gradients([{'w'")
 
 
 def test_messages_follow_the_edition_language():
     course.set_language("es")
-    message = fails(lesson.check_average_gradients_leaves_inputs, average_in_place, "gradientes de entrada")
+    message = failure(lesson.check_average_gradients_leaves_inputs, average_in_place,
+                      says="gradientes de entrada")
     assert "esperado:" in message and "pista:" in message and "sección 5" in message
     assert "hint('" not in message      # this exercise has no second hint
-    message = fails(lesson.check_shard_indices_in_order, shard_without_padding)
+    message = failure(lesson.check_shard_indices_in_order, shard_without_padding)
     assert "si sigues sin verlo: hint('shard_indices')" in message
 
 

@@ -3,35 +3,21 @@
 import numpy as np
 import pytest
 import torch
+from check_messages import failure
 
 import course
 from graders import checks
 from graders.checks import CheckFailed
 from graders.lesson_checks import tensors as lesson
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
-
-
-def _fails(check, answer, *args, words=()):
-    """The check fails ``answer`` with the course's layout; returns the message."""
-    with pytest.raises(CheckFailed) as caught:
-        check(answer, *args)
-    message = str(caught.value)
-    for part in ("expected:", "got:", "hint:", *words):
-        assert part in message, message
-    return message
+pytestmark = pytest.mark.usefixtures("english")
 
 
 def test_to_unit_float():
     lesson.check_to_unit_float(lambda images: images.double().div(255).float())
-    _fails(lesson.check_to_unit_float, lambda images: images.float(),
-           words=["0 and 255"])
-    _fails(lesson.check_to_unit_float, lambda images: images.double() / 255, words=["dtype"])
+    failure(lesson.check_to_unit_float, lambda images: images.float(),
+           says=["0 and 255"])
+    failure(lesson.check_to_unit_float, lambda images: images.double() / 255, says=["dtype"])
 
 
 def test_to_unit_float_sees_an_answer_that_changes_its_input():
@@ -39,16 +25,16 @@ def test_to_unit_float_sees_an_answer_that_changes_its_input():
         images //= 2
         return images.float() / 127.5
 
-    message = _fails(lesson.check_to_unit_float, in_place)
+    message = failure(lesson.check_to_unit_float, in_place)
     assert "0 and 255" in message or "input" in message
 
 
 def test_flatten_per_image():
     lesson.check_flatten_per_image(lambda batch: batch.reshape(batch.shape[0], -1))
-    _fails(lesson.check_flatten_per_image, lambda batch: batch.contiguous().view(len(batch), -1).clone(),
-           words=["does not share memory"])
-    _fails(lesson.check_flatten_per_image, lambda batch: batch.view(len(batch), -1), words=["raised"])
-    _fails(lesson.check_flatten_per_image, lambda batch: batch.reshape(-1, batch.shape[0]).T)
+    failure(lesson.check_flatten_per_image, lambda batch: batch.contiguous().view(len(batch), -1).clone(),
+           says=["does not share memory"])
+    failure(lesson.check_flatten_per_image, lambda batch: batch.view(len(batch), -1), says=["raised"])
+    failure(lesson.check_flatten_per_image, lambda batch: batch.reshape(-1, batch.shape[0]).T)
 
 
 def _broadcast_distances(a, b):
@@ -57,11 +43,11 @@ def _broadcast_distances(a, b):
 
 def test_pairwise_distances():
     lesson.check_pairwise_distances(_broadcast_distances)
-    _fails(lesson.check_pairwise_distances, lambda a, b: (a[:, None] - b[None]).pow(2).sum(-1),
-           words=["3-4-5"])
-    _fails(lesson.check_pairwise_distances, lambda a, b: (a - b).norm(dim=-1))
-    _fails(lesson.check_pairwise_distances,
-           lambda a, b: torch.tensor([[0.0, 10.0, 3.0], [5.0, 5.0, 4.0]]), words=["shape"])
+    failure(lesson.check_pairwise_distances, lambda a, b: (a[:, None] - b[None]).pow(2).sum(-1),
+           says=["3-4-5"])
+    failure(lesson.check_pairwise_distances, lambda a, b: (a - b).norm(dim=-1))
+    failure(lesson.check_pairwise_distances,
+           lambda a, b: torch.tensor([[0.0, 10.0, 3.0], [5.0, 5.0, 4.0]]), says=["shape"])
 
 
 @pytest.mark.parametrize("shortcut", [
@@ -70,7 +56,7 @@ def test_pairwise_distances():
     lambda a, b: torch.nn.PairwiseDistance()(a[:, None], b[None]),
 ])
 def test_pairwise_distances_refuses_the_library_shortcuts_and_says_why(shortcut):
-    message = _fails(lesson.check_pairwise_distances, shortcut, words=["ShortcutUsed"])
+    message = failure(lesson.check_pairwise_distances, shortcut, says=["ShortcutUsed"])
     assert "is not available in this exercise" in message
     a = torch.randn(3, 2)
     torch.testing.assert_close(torch.cdist(a, a), _broadcast_distances(a, a))  # back after the check
@@ -88,36 +74,36 @@ def test_shortcuts_off_only_inside():
 
 def test_linear_forward():
     lesson.check_linear_forward(lambda x, weight, bias: torch.einsum("...i,oi->...o", x, weight) + bias)
-    _fails(lesson.check_linear_forward, lambda x, weight, bias: x @ weight.T, words=["one-hot"])
-    _fails(lesson.check_linear_forward, lambda x, weight, bias: x @ weight + bias, words=["raised"])
-    _fails(lesson.check_linear_forward, lambda x, weight, bias: torch.nn.Linear(1, 1)(x),
-           words=["raised"])
-    _fails(lesson.check_linear_forward, lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
-           words=["ShortcutUsed"])
+    failure(lesson.check_linear_forward, lambda x, weight, bias: x @ weight.T, says=["one-hot"])
+    failure(lesson.check_linear_forward, lambda x, weight, bias: x @ weight + bias, says=["raised"])
+    failure(lesson.check_linear_forward, lambda x, weight, bias: torch.nn.Linear(1, 1)(x),
+           says=["raised"])
+    failure(lesson.check_linear_forward, lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
+           says=["ShortcutUsed"])
 
 
 def test_normalize_rows():
     lesson.check_normalize_rows(
         lambda counts: torch.nan_to_num(counts / counts.sum(dim=1, keepdim=True)))
-    _fails(lesson.check_normalize_rows, lambda counts: counts / counts.sum(dim=1, keepdim=True),
-           words=["sum(dim=1)"])
-    _fails(lesson.check_normalize_rows, lambda counts: (counts / counts.sum()).float())
-    _fails(lesson.check_normalize_rows,
-           lambda counts: torch.nn.functional.normalize(counts, p=1, dim=1), words=["ShortcutUsed"])
+    failure(lesson.check_normalize_rows, lambda counts: counts / counts.sum(dim=1, keepdim=True),
+           says=["sum(dim=1)"])
+    failure(lesson.check_normalize_rows, lambda counts: (counts / counts.sum()).float())
+    failure(lesson.check_normalize_rows,
+           lambda counts: torch.nn.functional.normalize(counts, p=1, dim=1), says=["ShortcutUsed"])
 
 
 def test_from_numpy_pair():
     lesson.check_from_numpy_pair(lambda array: (torch.as_tensor(array), torch.tensor(array.copy())))
-    message = _fails(lesson.check_from_numpy_pair,
+    message = failure(lesson.check_from_numpy_pair,
                      lambda array: (torch.tensor(array), torch.tensor(array)))
     assert "to see changes to the array" in message
-    message = _fails(lesson.check_from_numpy_pair,
+    message = failure(lesson.check_from_numpy_pair,
                      lambda array: (torch.as_tensor(array), torch.as_tensor(array)))
     assert "an independent copy" in message
-    _fails(lesson.check_from_numpy_pair,
-           lambda array: (torch.as_tensor(array).float(), torch.tensor(array)), words=["dtype"])
-    _fails(lesson.check_from_numpy_pair, lambda array: [torch.as_tensor(array), torch.tensor(array)],
-           words=["tuple"])
+    failure(lesson.check_from_numpy_pair,
+           lambda array: (torch.as_tensor(array).float(), torch.tensor(array)), says=["dtype"])
+    failure(lesson.check_from_numpy_pair, lambda array: [torch.as_tensor(array), torch.tensor(array)],
+           says=["tuple"])
 
 
 def test_from_numpy_pair_changes_the_array_it_made_itself():
@@ -129,12 +115,12 @@ def test_from_numpy_pair_changes_the_array_it_made_itself():
 
 def test_prepare_batch():
     lesson.check_prepare_batch(lambda x, y, device: (x.float().to(device), y.long().to(device)), "cpu")
-    _fails(lesson.check_prepare_batch, lambda x, y, device: (x.float(), y.long()), "cpu",
-           words=["meta"])
-    _fails(lesson.check_prepare_batch, lambda x, y, device: (x.to(device), y.to(device)), "cpu",
-           words=["dtype"])
-    _fails(lesson.check_prepare_batch, lambda x, y, device: (x.to(device).float(), y.to(device)), "cpu",
-           words=["int64"])
+    failure(lesson.check_prepare_batch, lambda x, y, device: (x.float(), y.long()), "cpu",
+           says=["meta"])
+    failure(lesson.check_prepare_batch, lambda x, y, device: (x.to(device), y.to(device)), "cpu",
+           says=["dtype"])
+    failure(lesson.check_prepare_batch, lambda x, y, device: (x.to(device).float(), y.to(device)), "cpu",
+           says=["int64"])
 
 
 def test_each_run_draws_other_inputs():

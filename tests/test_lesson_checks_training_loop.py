@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+from check_messages import failure
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -17,22 +18,7 @@ from graders import checks
 from graders.checks import CheckFailed
 from graders.lesson_checks import training_loop as lesson
 
-
-@pytest.fixture(autouse=True)
-def english():
-    course.set_language("en")
-    yield
-    course.set_language("en")
-
-
-def assert_fails(check, *args, says="", **kwargs):
-    """``check`` fails with the course's layout; ``says`` is a piece of its message."""
-    with pytest.raises(CheckFailed) as caught:
-        check(*args, **kwargs)
-    message = str(caught.value)
-    assert "\n  expected: " in message and "\n  got: " in message and "\n  hint: " in message, message
-    assert says in message, message
-    return message
+pytestmark = pytest.mark.usefixtures("english")
 
 
 # ------------------------------------------------------------------------------------- right answers
@@ -103,13 +89,13 @@ def make_classifier():
 def test_accuracy_check_passes_a_right_answer_and_fails_wrong_ones():
     lesson.check_accuracy(accuracy)
     lesson.check_accuracy(accuracy, seed=7, examples=40, classes=10)
-    assert_fails(lesson.check_accuracy,
+    failure(lesson.check_accuracy,
                  lambda logits, targets: (logits.argmax(1) == targets).float().mean(),
                  says="the type is not the expected one")
-    assert_fails(lesson.check_accuracy,
+    failure(lesson.check_accuracy,
                  lambda logits, targets: (logits.argmin(1) == targets).float().mean().item(),
                  says="the values differ")
-    assert_fails(lesson.check_accuracy, lambda logits, targets: 0.5, says="accuracy(logits (12, 5)")
+    failure(lesson.check_accuracy, lambda logits, targets: 0.5, says="accuracy(logits (12, 5)")
 
 
 def test_planned_logits_agree_on_exactly_the_planned_rows():
@@ -173,12 +159,12 @@ def test_train_one_epoch_checks_pass_a_right_answer():
 
 def test_train_one_epoch_steps_check_names_each_typical_mistake():
     steps = lesson.check_train_one_epoch_steps
-    assert_fails(steps, _without_clearing, says="found another batch's gradients")
-    assert_fails(steps, _clearing_before_the_step, says="steps with an empty .grad")
-    message = assert_fails(lesson.check_train_one_epoch_steps, _stepping_before_backward,
+    failure(steps, _without_clearing, says="found another batch's gradients")
+    failure(steps, _clearing_before_the_step, says="steps with an empty .grad")
+    message = failure(lesson.check_train_one_epoch_steps, _stepping_before_backward,
                            says="the steps are out of order")
     assert "forward → loss → step → backward" in message
-    assert_fails(lesson.check_train_one_epoch_steps, _eval_mode_loop, says="the model's mode")
+    failure(lesson.check_train_one_epoch_steps, _eval_mode_loop, says="the model's mode")
 
 
 def _eval_mode_loop(model, loader, loss_fn, optimizer, device):
@@ -190,13 +176,13 @@ def _eval_mode_loop(model, loader, loss_fn, optimizer, device):
 
 
 def test_train_one_epoch_checks_switch_the_course_loop_off():
-    message = assert_fails(lesson.check_train_one_epoch_steps, _course_loop, says="raised an exception")
+    message = failure(lesson.check_train_one_epoch_steps, _course_loop, says="raised an exception")
     assert "training.run_epoch is switched off" in message
     assert training.run_epoch.__name__ == "run_epoch"   # given back afterwards
 
 
 def test_train_one_epoch_loss_check_wants_the_mean_per_example():
-    assert_fails(lesson.check_train_one_epoch_loss, _mean_of_means, says="the values differ")
+    failure(lesson.check_train_one_epoch_loss, _mean_of_means, says="the values differ")
 
 
 # ------------------------------------------------------------------------------------------ evaluate
@@ -234,14 +220,14 @@ def test_evaluate_checks_pass_a_right_answer():
 
 
 def test_evaluate_checks_name_each_typical_mistake():
-    assert_fails(lesson.check_evaluate_values, _train_mode_evaluate, says="(accuracy)")
-    assert_fails(lesson.check_evaluate_leaves_no_trace, _train_mode_evaluate, says="must not change")
-    assert_fails(lesson.check_evaluate_leaves_no_trace, _with_graph, says="the model's outputs")
-    assert_fails(lesson.check_evaluate_leaves_no_trace, _left_in_eval, says="model.training afterwards")
-    assert_fails(lesson.check_evaluate_values, lambda *args: list(evaluate(*args)), says="type")
+    failure(lesson.check_evaluate_values, _train_mode_evaluate, says="(accuracy)")
+    failure(lesson.check_evaluate_leaves_no_trace, _train_mode_evaluate, says="must not change")
+    failure(lesson.check_evaluate_leaves_no_trace, _with_graph, says="the model's outputs")
+    failure(lesson.check_evaluate_leaves_no_trace, _left_in_eval, says="model.training afterwards")
+    failure(lesson.check_evaluate_values, lambda *args: list(evaluate(*args)), says="type")
     course_loop = lambda model, loader, loss_fn, device: tuple(vars(training.run_epoch(  # noqa: E731
         model, loader, loss_fn=loss_fn, device=device, show_progress=False)).values())[:2]
-    assert_fails(lesson.check_evaluate_values, course_loop, says="switched off")
+    failure(lesson.check_evaluate_values, course_loop, says="switched off")
 
 
 def test_evaluation_case_accuracy_depends_on_the_mode():
@@ -288,9 +274,9 @@ def test_fit_checks_pass_a_right_answer():
 
 def test_fit_checks_name_each_typical_mistake():
     keeps_best = lesson.check_fit_keeps_best
-    assert_fails(keeps_best, _fit_keeping_a_reference, says="expected: the weights of epoch 1")
-    assert_fails(lesson.check_fit_history, _fit_without_scheduler, says="learning rate after 3 epochs")
-    assert_fails(keeps_best, _fit_with_the_course_loop, says="training.fit_model is switched off")
+    failure(keeps_best, _fit_keeping_a_reference, says="expected: the weights of epoch 1")
+    failure(lesson.check_fit_history, _fit_without_scheduler, says="learning rate after 3 epochs")
+    failure(keeps_best, _fit_with_the_course_loop, says="training.fit_model is switched off")
 
 
 def test_fit_history_check_records_the_students_own_functions_and_gives_them_back():
@@ -347,11 +333,11 @@ def test_accumulation_checks_pass_a_right_answer():
 
 
 def test_accumulation_checks_name_each_typical_mistake():
-    assert_fails(lesson.check_accumulation_step, _step_per_micro_batch, says="optimizer steps")
-    assert_fails(lesson.check_accumulation_step, _keeping_leftovers, says="vs the large batch's gradient")
-    assert_fails(lesson.check_accumulation_step, _unweighted, says="vs the large batch's gradient")
-    assert_fails(lesson.check_accumulation_loss, _unweighted, says="the values differ")
-    assert_fails(lesson.check_accumulation_loss, lambda *args: torch.tensor(accumulation_step(*args)),
+    failure(lesson.check_accumulation_step, _step_per_micro_batch, says="optimizer steps")
+    failure(lesson.check_accumulation_step, _keeping_leftovers, says="vs the large batch's gradient")
+    failure(lesson.check_accumulation_step, _unweighted, says="vs the large batch's gradient")
+    failure(lesson.check_accumulation_loss, _unweighted, says="the values differ")
+    failure(lesson.check_accumulation_loss, lambda *args: torch.tensor(accumulation_step(*args)),
                  says="type")
 
 
@@ -372,14 +358,14 @@ def test_classifier_checks_pass_a_right_answer_and_fail_wrong_ones():
     classifier, test_loader = _trained_enough()
     lesson.check_classifier(make_classifier, classifier, test_loader, "cpu")
     lesson.check_classifier_is_new(make_classifier, classifier)
-    assert_fails(lesson.check_classifier, lambda: training.make_cnn(), classifier, test_loader, "cpu",
+    failure(lesson.check_classifier, lambda: training.make_cnn(), classifier, test_loader, "cpu",
                  says="training.make_cnn is switched off")
-    assert_fails(lesson.check_classifier, lambda: nn.Linear(784, 10), classifier, test_loader, "cpu",
+    failure(lesson.check_classifier, lambda: nn.Linear(784, 10), classifier, test_loader, "cpu",
                  says="raised an exception")
-    assert_fails(lesson.check_classifier, make_classifier, make_classifier(), test_loader, "cpu",
+    failure(lesson.check_classifier, make_classifier, make_classifier(), test_loader, "cpu",
                  says="classifier accuracy on 20 test images")
     trained = make_classifier()
-    assert_fails(lesson.check_classifier_is_new, lambda: trained, trained, says="two new models")
+    failure(lesson.check_classifier_is_new, lambda: trained, trained, says="two new models")
 
 
 # ------------------------------------------------------------------------------------------- harness

@@ -78,12 +78,7 @@ HINTS = {
               "`torch.autograd.Function`\")",
         "more": "clipped_identity",
     },
-    "concept_check": {
-        "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
-              "corresponde a una línea del resumen",
-        "en": "ANSWERS is a dict with exactly those keys and True or False values; each statement "
-              "matches a line of the summary",
-    },
+    "concept_check": checks.CONCEPT_HINT,
 }
 
 MORE_HINTS = {

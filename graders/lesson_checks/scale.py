@@ -524,14 +524,20 @@ def check_average_gradients(average_gradients) -> None:
                {"w": torch.tensor([3.0, 6.0]), "b": torch.tensor([4.0])}]
     check_average_on(average_gradients, by_hand, {"w": torch.tensor([2.0, 4.0]), "b": torch.tensor([2.0])},
                      "[{'w': [1., 2.], 'b': [0.]}, {'w': [3., 6.], 'b': [4.]}]")
+    check_average_on(average_gradients, *random_ranks())
+
+
+def random_ranks() -> tuple:
+    """Per-rank gradients of a random MLP on a random batch split in equal shares, the whole batch's
+    gradient, and a label: what ``check_average_on`` takes."""
     generator = checks.fresh_generator()
     world, hidden = draw(generator, 2, 4), draw(generator, 4, 30)
     batch = world * draw(generator, 1, 4)
     with weights_from(generator):
         model = _mlp(6, hidden, 3)
     x, y = torch.randn(batch, 6, generator=generator), torch.randint(0, 3, (batch,), generator=generator)
-    check_average_on(average_gradients, *per_rank_gradients(model, x, y, world),
-                     f"world_size={world}, batch={batch}, MLP(6 → {hidden} → 3)")
+    return (*per_rank_gradients(model, x, y, world),
+            f"world_size={world}, batch={batch}, MLP(6 → {hidden} → 3)")
 
 
 def check_inputs_left_alone(average_gradients, per_rank: list, expected: dict, label: str) -> None:
@@ -555,11 +561,4 @@ def check_inputs_left_alone(average_gradients, per_rank: list, expected: dict, l
 def check_average_gradients_leaves_inputs(average_gradients) -> None:
     """The gradients of random processes: inputs untouched, the result new (and right)."""
     __tracebackhide__ = True
-    generator = checks.fresh_generator()
-    world, hidden = draw(generator, 2, 4), draw(generator, 4, 30)
-    batch = world * draw(generator, 1, 4)
-    with weights_from(generator):
-        model = _mlp(6, hidden, 3)
-    x, y = torch.randn(batch, 6, generator=generator), torch.randint(0, 3, (batch,), generator=generator)
-    check_inputs_left_alone(average_gradients, *per_rank_gradients(model, x, y, world),
-                            f"world_size={world}, batch={batch}, MLP(6 → {hidden} → 3)")
+    check_inputs_left_alone(average_gradients, *random_ranks())

@@ -71,12 +71,7 @@ HINTS = {
               "and returns a new tensor; data become 32-bit floats, labels 64-bit integers, and the "
               "device is the one you are given",
     },
-    "concept_check": {
-        "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
-              "corresponde a una línea del resumen",
-        "en": "ANSWERS is a dict with exactly those keys and True or False values; each statement "
-              "matches a line of the summary",
-    },
+    "concept_check": checks.CONCEPT_HINT,
 }
 
 MORE_HINTS = {

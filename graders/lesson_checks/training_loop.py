@@ -102,12 +102,7 @@ HINTS = {
               "logits per image, no softmax (section 3). If it falls short of 80 %, more channels or "
               "more epochs",
     },
-    "concept_check": {
-        "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
-              "corresponde a una línea del resumen",
-        "en": "ANSWERS is a dict with exactly those keys and True or False values; each statement "
-              "matches a line of the summary",
-    },
+    "concept_check": checks.CONCEPT_HINT,
 }
 
 MORE_HINTS = {
