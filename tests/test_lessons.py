@@ -31,7 +31,7 @@ def test_lesson_runs_under_papermill_and_earns_full_marks(lesson, tmp_path):
     assert result["error"] == ""
     assert result["max_score"] > 0
     assert result["score"] == result["max_score"]
-    assert 0 < result["seconds"] < 120
+    assert result["seconds"] > 0  # how long it takes is `course run`'s table, not a test's verdict
     written = json.loads((tmp_path / "report.json").read_text())
     assert written["fast"] is True and written["device"].startswith("cpu")
     assert {"name", "seconds", "score", "max_score", "metrics"} <= set(written["lessons"][0])
