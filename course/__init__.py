@@ -8,7 +8,7 @@ import logging
 from course.data import DataNotFoundError, ensure_fashion_mnist, fashion_mnist
 from course.device import describe_device, pick_device
 from course.metrics import record_metric
-from course.settings import device_from_env, fast_from_env, get_language, set_language
+from course.settings import device_from_env, fast_from_env, get_language, say, set_language
 
 # torch.utils.benchmark imports torch's C++-extension builder, which warns on stderr when a CUDA
 # toolkit is installed but no GPU is (common on shared hubs); the lessons build no extension.
@@ -24,5 +24,6 @@ __all__ = [
     "get_language",
     "pick_device",
     "record_metric",
+    "say",
     "set_language",
 ]

@@ -25,6 +25,16 @@ def get_language() -> str:
     return _language
 
 
+def say(texts) -> str:
+    """Pick the current language from ``{"es": ..., "en": ...}``; a plain string passes through.
+
+    Checks and lesson helpers use it for every message, label and plot text a student reads.
+    """
+    if isinstance(texts, dict):
+        return texts.get(_language) or texts.get("en") or next(iter(texts.values()))
+    return str(texts)
+
+
 def fast_from_env(default: bool = False) -> bool:
     """``COURSE_FAST``: ``1`` for small data and few steps (CI, grading), ``0`` for the full lesson."""
     raw = os.environ.get("COURSE_FAST", "").strip()

@@ -12,7 +12,7 @@ from unittest import mock
 
 import torch
 
-from course.settings import get_language
+from course.settings import get_language, say
 
 WORDS = {
     "es": {
@@ -81,17 +81,6 @@ def _words() -> dict:
 
 class CheckFailed(AssertionError):
     """A grade-cell check that did not pass; its message is meant for the student."""
-
-
-def say(texts) -> str:
-    """Pick the current language from ``{"es": ..., "en": ...}``; a plain string passes through.
-
-    A hint may also name an exercise under ``"more"``: that exercise has a second hint, which
-    ``hint(...)`` prints when the student asks for it.
-    """
-    if isinstance(texts, dict):
-        return texts.get(get_language()) or texts.get("en") or next(iter(texts.values()))
-    return str(texts)
 
 
 def describe(value) -> str:

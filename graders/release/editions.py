@@ -1,6 +1,7 @@
 """One source, two editions: filter a lesson per language, then let nbgrader make the student version.
 
-Prose cells in ``solutions/`` carry a tag ``lang:es`` or ``lang:en``; untagged cells are shared.
+Prose cells in ``solutions/`` carry a tag ``lang:es`` or ``lang:en``; untagged cells are shared, and
+their comments and labels are translated from a catalogue (``graders.release.translation``).
 """
 
 import copy
@@ -13,6 +14,7 @@ from course.settings import LANGUAGES
 from graders import nbgrader_adapter as adapter
 from graders.lessons import EDITIONS, available_lessons, solution_path
 from graders.nbgrader_settings import write_config_file
+from graders.release.translation import translate_notebook
 
 TAG_PREFIX = "lang:"
 
@@ -71,7 +73,8 @@ def build_course(course_dir: Path, language: str, lessons=None) -> Path:
     for lesson in lessons or available_lessons():
         source = course_dir / "source" / lesson
         source.mkdir(parents=True, exist_ok=True)
-        nb = strip_outputs(filter_language(nbformat.read(solution_path(lesson), 4), language))
+        nb = filter_language(nbformat.read(solution_path(lesson), 4), language)
+        nb = strip_outputs(translate_notebook(nb, lesson, language))
         nbformat.write(nb, source / f"{lesson}.ipynb")
         adapter.generate_assignment(api, lesson)
     return course_dir
