@@ -170,9 +170,12 @@ def prepare() -> None:
         shell = get_ipython()
         if shell is None:
             return
-        # pyplot registers its display hooks when first imported: do it now, so that they are
-        # part of the state the guard restores rather than something it takes away.
-        import matplotlib.pyplot  # noqa: F401
+        # The inline backend registers its display hook (post_execute: flush_figures) when it is
+        # loaded, at the first figure: load it now, so that the hook is part of the state the
+        # guard restores rather than something it takes away (every later figure would be lost).
+        import matplotlib.pyplot as plt
+
+        plt.close(plt.figure())
 
         ExecutionGuard(shell).install()
     except ImportError:  # outside IPython, or without torch: nothing to guard

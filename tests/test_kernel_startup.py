@@ -71,3 +71,11 @@ def test_without_the_guard_the_attacks_work():
                              new_code_cell(ATTACKS["input transformer"][1])])
     NotebookClient(nb, timeout=60, allow_errors=True, kernel_name="python3").execute()
     assert _text(nb.cells[1]) == ""
+
+
+def test_every_figure_of_a_notebook_is_shown():
+    """The inline backend's display hook, registered at the first figure, survives the guard."""
+    draw = "import matplotlib.pyplot as plt\nplt.plot([0, {n}])"
+    nb = _run([draw.format(n=1), draw.format(n=2), draw.format(n=3)])
+    assert [sum("image/png" in output.get("data", {}) for output in cell.outputs)
+            for cell in nb.cells] == [1, 1, 1]
