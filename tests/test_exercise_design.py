@@ -14,13 +14,13 @@ import re
 import pytest
 from lesson_files import LESSONS, read_edition, read_source
 
+from course.settings import LANGUAGES, set_language
 from graders import lesson_checks
 from graders.lesson_checks import hint, more_hints
 from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 
 SHORTEST_ANSWER_LINE = 12
 LONGEST_VISIBLE_GRADE_CELL = 15
-LANGUAGES = ("es", "en")
 
 
 def _without_comment(line: str) -> str:
@@ -110,10 +110,10 @@ def test_second_hints_belong_to_exercises_and_speak_both_languages():
         assert all(texts.get(language, "").strip() for language in LANGUAGES), exercise
 
 
-def test_hint_prints_the_second_hint_in_the_editions_language(capsys, monkeypatch):
+def test_hint_prints_the_second_hint_in_the_editions_language(capsys, english):
     exercise, texts = next(iter(more_hints().items()))
     for language in LANGUAGES:
-        monkeypatch.setattr("graders.checks.get_language", lambda language=language: language)
+        set_language(language)
         hint(exercise)
         assert capsys.readouterr().out.strip() == texts[language].strip()
 
