@@ -83,7 +83,8 @@ def test_solution_regions_and_non_python_cell_magics_are_not_translated():
 def test_grade_and_language_cells_are_left_as_they_are():
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("x = 1  # shared text"),
-        nbformat.v4.new_code_cell("check(x)  # grade", metadata={"nbgrader": {"grade": True, "grade_id": "t"}}),
+        nbformat.v4.new_code_cell("check(x)  # grade",
+                                  metadata={"nbgrader": {"grade": True, "grade_id": "t"}}),
         nbformat.v4.new_code_cell('course.set_language("es")', metadata={"tags": ["lang:es"]}),
     ])
     assert [cell.source for cell in translatable_cells(nb)] == ["x = 1  # shared text"]

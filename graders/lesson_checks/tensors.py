@@ -30,7 +30,7 @@ HINTS = {
               "when it can and a copy when it cannot",
     },
     "pairwise_distances": {
-        "es": "forma todas las diferencias a[i] − b[j] a la vez: añade a cada entrada una dimensión de "
+        "es": "calcula todas las diferencias a[i] − b[j] a la vez: añade a cada entrada una dimensión de "
               "tamaño 1, en sitios distintos, para que las formas se alineen por la derecha como en la "
               "sección 4 («Broadcasting»); la distancia es la raíz de la suma de los cuadrados a lo "
               "largo de la última dimensión",
@@ -64,7 +64,7 @@ HINTS = {
               "at the array's memory and another that always copies; both keep the `dtype`",
     },
     "prepare_batch": {
-        "es": "la misma operación de la sección 8 («Código agnóstico al dispositivo») cambia a la vez "
+        "es": "la misma operación de la sección 8 («Código independiente del dispositivo») cambia a la vez "
               "dispositivo y tipo, y devuelve un tensor nuevo; los datos van en flotante de 32 bits, "
               "las etiquetas en entero de 64, y el dispositivo es el que recibes",
         "en": "one operation from section 8 (\"Device-agnostic code\") changes device and type at once, "

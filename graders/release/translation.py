@@ -228,7 +228,8 @@ def load_catalogue(lesson: str, language: str) -> dict:
     """The shared and the lesson's entries for ``language`` (none for the source language)."""
     if language == SOURCE_LANGUAGE:
         return {}
-    return _read_catalogue(catalogue_path(COMMON, language)) | _read_catalogue(catalogue_path(lesson, language))
+    shared = _read_catalogue(catalogue_path(COMMON, language))
+    return shared | _read_catalogue(catalogue_path(lesson, language))
 
 
 def translate_notebook(nb, lesson: str, language: str):
