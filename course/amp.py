@@ -33,6 +33,7 @@ from torch.nn import functional as F
 
 from course import timing
 from course.memory import SavedTensorMeter, track_cuda_memory
+from course.settings import say
 from course.timing import benchmark_median
 
 FORMAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -80,16 +81,29 @@ def finfo_table(dtypes=FORMAT_DTYPES) -> list[dict]:
     return rows
 
 
-def format_finfo_table(rows) -> str:
-    """:func:`finfo_table` as aligned text."""
-    header = (f"{'dtype':9} {'bits':>4} {'exp':>4} {'mant':>4} {'max':>10} {'min normal':>11} "
-              f"{'min subnormal':>13} {'eps':>10} {'digits':>6}")
+def _aligned(columns, rows) -> list[str]:
+    """A header and a rule, then ``rows``: ``columns`` are ``(header, width, format)``; a width grows
+    to fit its header (the Spanish words are longer), text columns align left, numbers right."""
+    widths = [max(width, len(head)) for head, width, _ in columns]
+    header = " ".join(f"{head:{'<' if i == 0 else '>'}{w}}" for i, ((head, _, _), w)
+                      in enumerate(zip(columns, widths, strict=True)))
     lines = [header, "-" * len(header)]
-    for r in rows:
-        lines.append(f"{r['dtype']:9} {r['bits']:4d} {r['exponent_bits']:4d} {r['mantissa_bits']:4d} "
-                     f"{r['max']:10.3g} {r['smallest_normal']:11.3g} {r['smallest_subnormal']:13.3g} "
-                     f"{r['eps']:10.3g} {r['decimal_digits']:6.1f}")
-    return "\n".join(lines)
+    for row in rows:
+        lines.append(" ".join(f"{value:{'<' if i == 0 else '>'}{w}{fmt}}" for i, (value, w, (_, _, fmt))
+                              in enumerate(zip(row, widths, columns, strict=True))))
+    return lines
+
+
+def format_finfo_table(rows) -> str:
+    """:func:`finfo_table` as aligned text, its headers in the edition's language."""
+    columns = [("dtype", 9, ""), ("bits", 4, "d"), ("exp", 4, "d"), ("mant", 4, "d"),
+               (say({"es": "máx", "en": "max"}), 10, ".3g"),
+               (say({"es": "mín normal", "en": "min normal"}), 11, ".3g"),
+               (say({"es": "mín subnormal", "en": "min subnormal"}), 13, ".3g"), ("eps", 10, ".3g"),
+               (say({"es": "dígitos", "en": "digits"}), 6, ".1f")]
+    return "\n".join(_aligned(columns, [
+        (r["dtype"], r["bits"], r["exponent_bits"], r["mantissa_bits"], r["max"], r["smallest_normal"],
+         r["smallest_subnormal"], r["eps"], r["decimal_digits"]) for r in rows]))
 
 
 def round_trip_error(values, dtype: torch.dtype) -> torch.Tensor:
@@ -113,15 +127,17 @@ def plot_formats(dtypes=FORMAT_DTYPES, low: float = -50.0, high: float = 40.0, p
     for row, dtype in enumerate(dtypes):
         sign, exponent, mantissa = format_bits(dtype)
         start = 0
+        mantissa_word = say({"es": "mantisa", "en": "mantissa"})
         for width, color, label in ((sign, "tab:gray", "s"), (exponent, "tab:red", f"exp {exponent}"),
-                                    (mantissa, "tab:blue", f"mantissa {mantissa}")):
+                                    (mantissa, "tab:blue", f"{mantissa_word} {mantissa}")):
             ax_bits.barh(row, width, left=start, color=color, edgecolor="white", alpha=0.8)
             ax_bits.text(start + width / 2, row, label, ha="center", va="center", color="white", fontsize=8)
             start += width
     ax_bits.set_yticks(range(len(dtypes)), [dtype_name(d) for d in dtypes])
     ax_bits.invert_yaxis()
     ax_bits.set_xlabel("bits")
-    ax_bits.set_title("sign · exponent (range) · mantissa (precision)", fontsize=10)
+    ax_bits.set_title(say({"es": "signo · exponente (rango) · mantisa (precisión)",
+                           "en": "sign · exponent (range) · mantissa (precision)"}), fontsize=10)
 
     window = 10                                  # plot the worst error among each run of neighbours
     points -= points % window
@@ -137,14 +153,18 @@ def plot_formats(dtypes=FORMAT_DTYPES, low: float = -50.0, high: float = 40.0, p
         if info.max < 10 ** high:
             ax_err.axvline(info.max, color=color, ls=":", lw=1)
             labelled = sum(abs(math.log10(torch.finfo(d).max / info.max)) < 1 for d in dtypes[:k])
-            ax_err.text(info.max, 10 ** (-5 - labelled), f"max {info.max:.3g} ", color=color, fontsize=8,
+            top = say({"es": "máx", "en": "max"})
+            ax_err.text(info.max, 10 ** (-5 - labelled), f"{top} {info.max:.3g} ", color=color, fontsize=8,
                         ha="right")
     ax_err.axhline(1.0, color="black", lw=0.6, ls="--")
-    ax_err.text(10 ** low, 1.3, "error 1: stored as 0 (underflow); past max: inf (overflow)", fontsize=8)
+    ax_err.text(10 ** low, 1.3, say({
+        "es": "error 1: se guarda como 0 (underflow); más allá del máximo: inf (overflow)",
+        "en": "error 1: stored as 0 (underflow); past max: inf (overflow)"}), fontsize=8)
     ax_err.set_ylim(1e-9, 10)
     ax_err.set_xlabel("|x|")
-    ax_err.set_ylabel("|stored − x| / |x|")
-    ax_err.set_title("worst relative error of storing x, by magnitude", fontsize=10)
+    ax_err.set_ylabel(say({"es": "|guardado − x| / |x|", "en": "|stored − x| / |x|"}))
+    ax_err.set_title(say({"es": "peor error relativo al guardar x, según su magnitud",
+                          "en": "worst relative error of storing x, by magnitude"}), fontsize=10)
     ax_err.legend(loc="upper center", bbox_to_anchor=(0.5, 0.88), ncol=len(dtypes), fontsize=8)
     ax_err.grid(alpha=0.3)
     fig.tight_layout()
@@ -164,17 +184,21 @@ def plot_gradient_scaling(grads, scale: float, dtype: torch.dtype = torch.float1
     scaled = (values * scale).log2()
     lo = min(unscaled.min().item(), flush) - 2
     hi = max(scaled.max().item(), top) + 2
-    ax.axvspan(lo, flush, color="tab:red", alpha=0.12, label=f"{dtype_name(dtype)}: becomes 0")
+    name = dtype_name(dtype)
+    ax.axvspan(lo, flush, color="tab:red", alpha=0.12,
+               label=say({"es": f"{name}: se vuelve 0", "en": f"{name}: becomes 0"}))
     ax.axvspan(flush, normal, color="tab:orange", alpha=0.12,
-               label=f"{dtype_name(dtype)}: subnormal, few bits")
-    ax.axvspan(top, hi, color="tab:purple", alpha=0.12, label=f"{dtype_name(dtype)}: becomes inf")
+               label=say({"es": f"{name}: subnormal, pocos bits", "en": f"{name}: subnormal, few bits"}))
+    ax.axvspan(top, hi, color="tab:purple", alpha=0.12,
+               label=say({"es": f"{name}: se vuelve inf", "en": f"{name}: becomes inf"}))
     bins = torch.linspace(lo, hi, 90).tolist()
-    ax.hist(unscaled.tolist(), bins=bins, color="tab:gray", alpha=0.8, label="gradients")
+    gradients = say({"es": "gradientes", "en": "gradients"})
+    ax.hist(unscaled.tolist(), bins=bins, color="tab:gray", alpha=0.8, label=gradients)
     ax.hist(scaled.tolist(), bins=bins, color="tab:green", alpha=0.6,
-            label=f"gradients × {scale:g} (2^{math.log2(scale):g})")
+            label=f"{gradients} × {scale:g} (2^{math.log2(scale):g})")
     ax.set_xlim(lo, hi)
     ax.set_xlabel("log2 |g|")
-    ax.set_ylabel("count")
+    ax.set_ylabel(say({"es": "cantidad", "en": "count"}))
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
@@ -231,7 +255,8 @@ def amp_modes(device) -> list[AmpMode]:
     for name, dtype, scaler in (("bf16", torch.bfloat16, False), ("fp16+scaler", torch.float16, True)):
         reason = ""
         if not autocast_supported(device_type, dtype):
-            reason = f"torch.autocast('{device_type}', {dtype_name(dtype)}) is not supported here"
+            call = f"torch.autocast('{device_type}', {dtype_name(dtype)})"
+            reason = say({"es": f"{call} no está disponible aquí", "en": f"{call} is not supported here"})
         modes.append(AmpMode(name, dtype, scaler=scaler, skipped=reason))
     return modes
 
@@ -334,17 +359,28 @@ def _measure_mode(result: AmpResult, mode: AmpMode, model, data, *, device, step
 
 
 def format_amp_results(results) -> str:
-    """:func:`run_amp_benchmark`'s results as aligned text."""
+    """:func:`run_amp_benchmark`'s results as aligned text, its headers in the edition's language."""
     base = next((r for r in results if r.mode == "fp32" and not r.skipped), None)
-    lines = [f"{'mode':12} {'steps/s':>9} {'speed-up':>9} {'peak memory':>12} {'saved for bwd':>14} "
-             f"{'final loss':>11}"]
+    columns = [(say({"es": "modo", "en": "mode"}), 12, ""),
+               (say({"es": "pasos/s", "en": "steps/s"}), 9, ".2f"),
+               (say({"es": "aceleración", "en": "speed-up"}), 9, ""),
+               (say({"es": "memoria pico", "en": "peak memory"}), 12, ""),
+               (say({"es": "guardado para backward", "en": "saved for bwd"}), 14, ""),
+               (say({"es": "pérdida final", "en": "final loss"}), 11, ".4f")]
+    lines = _aligned(columns, [])[:1]                      # the header, without the rule
+    width = max(12, len(columns[0][0]))
+    skipped = say({"es": "omitido", "en": "skipped"})
+    ran = []
     for r in results:
         if r.skipped:
-            lines.append(f"{r.mode:12} skipped: {r.skipped}")
+            ran.append(None)
             continue
         speedup = r.steps_per_s / base.steps_per_s if base else math.nan
-        lines.append(f"{r.mode:12} {r.steps_per_s:9.2f} {speedup:8.2f}x {format_bytes(r.peak_bytes):>12} "
-                     f"{format_bytes(r.saved_bytes):>14} {r.final_loss:11.4f}")
+        ran.append((r.mode, r.steps_per_s, f"{speedup:.2f}x", format_bytes(r.peak_bytes),
+                    format_bytes(r.saved_bytes), r.final_loss))
+    measured = iter(_aligned(columns, [row for row in ran if row is not None])[2:])
+    for r, row in zip(results, ran, strict=True):
+        lines.append(f"{r.mode:{width}} {skipped}: {r.skipped}" if row is None else next(measured))
     return "\n".join(lines)
 
 
@@ -354,15 +390,19 @@ def plot_amp_benchmark(results, title: str = ""):
     names = [r.mode for r in results]
     colors = ["tab:blue", "tab:green", "tab:orange", "tab:purple"]
     use_peak = bool(ran) and all(r.peak_bytes is not None for r in ran)
-    panels = [("steps per second", lambda r: r.steps_per_s),
-              ("peak memory (MiB)" if use_peak else "saved for backward, one step (MiB)",
-               (lambda r: r.peak_bytes / 2**20) if use_peak else (lambda r: r.saved_bytes / 2**20)),
-              ("loss after the last step", lambda r: r.final_loss)]
+    memory = (say({"es": "memoria pico (MiB)", "en": "peak memory (MiB)"}) if use_peak else
+              say({"es": "guardado para la pasada hacia atrás, un paso (MiB)",
+                   "en": "saved for backward, one step (MiB)"}))
+    panels = [(say({"es": "pasos por segundo", "en": "steps per second"}), lambda r: r.steps_per_s),
+              (memory, (lambda r: r.peak_bytes / 2**20) if use_peak else (lambda r: r.saved_bytes / 2**20)),
+              (say({"es": "pérdida tras el último paso", "en": "loss after the last step"}),
+               lambda r: r.final_loss)]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     for ax, (label, value) in zip(axes, panels, strict=True):
         for i, r in enumerate(results):
             if r.skipped:
-                ax.text(i, 0, "skipped", rotation=90, ha="center", va="bottom", fontsize=8, color="gray")
+                ax.text(i, 0, say({"es": "omitido", "en": "skipped"}), rotation=90, ha="center", va="bottom",
+                        fontsize=8, color="gray")
                 continue
             v = value(r)
             ax.bar(i, v, color=colors[i % len(colors)])
@@ -459,15 +499,20 @@ def plot_compile(result: CompileResult, steps: int = 200):
     eager = n * result.eager_step_s
     compiled = torch.where(n > 0, result.first_step_s + (n - 1).clamp(min=0) * result.compiled_step_s,
                            torch.zeros_like(n))
-    ax.plot(n, eager, label=f"eager: {result.eager_step_s * 1e3:.2f} ms/step")
-    ax.plot(n, compiled, label=f"compiled: first step {result.first_step_s:.1f} s, "
-                               f"then {result.compiled_step_s * 1e3:.2f} ms/step")
+    eager_ms, first_s = result.eager_step_s * 1e3, result.first_step_s
+    compiled_ms = result.compiled_step_s * 1e3
+    ax.plot(n, eager, label=say({"es": f"eager: {eager_ms:.2f} ms/paso",
+                                 "en": f"eager: {eager_ms:.2f} ms/step"}))
+    ax.plot(n, compiled, label=say({
+        "es": f"compilado: primer paso {first_s:.1f} s, después {compiled_ms:.2f} ms/paso",
+        "en": f"compiled: first step {first_s:.1f} s, then {compiled_ms:.2f} ms/step"}))
     if math.isfinite(result.break_even_steps) and result.break_even_steps <= steps:
         ax.axvline(result.break_even_steps, color="gray", ls=":", lw=1)
-        ax.text(result.break_even_steps, 0, f" break-even ≈ {result.break_even_steps:.0f} steps",
-                fontsize=8, va="bottom")
-    ax.set_xlabel("training steps")
-    ax.set_ylabel("seconds, cumulative")
+        even = result.break_even_steps
+        ax.text(even, 0, say({"es": f" compensa desde ≈ {even:.0f} pasos",
+                              "en": f" break-even ≈ {even:.0f} steps"}), fontsize=8, va="bottom")
+    ax.set_xlabel(say({"es": "pasos de entrenamiento", "en": "training steps"}))
+    ax.set_ylabel(say({"es": "segundos, acumulados", "en": "seconds, cumulative"}))
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()

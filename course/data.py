@@ -10,6 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
+from course.settings import get_language, say
+
 RAW_FILES = (
     "train-images-idx3-ubyte",
     "train-labels-idx1-ubyte",
@@ -22,6 +24,16 @@ CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
+# The same classes in the Spanish edition, in the same order (the words the lessons' prose uses).
+CLASSES_ES = (
+    "Camiseta/top", "Pantalón", "Jersey", "Vestido", "Abrigo",
+    "Sandalia", "Camisa", "Zapatilla", "Bolso", "Botín",
+)
+
+
+def class_names() -> tuple:
+    """The ten class names in the edition's language (:data:`CLASSES` stays English: it is data)."""
+    return CLASSES_ES if get_language() == "es" else CLASSES
 
 
 class DataNotFoundError(RuntimeError):
@@ -65,13 +77,15 @@ def ensure_fashion_mnist(root=None, system_dirs=SYSTEM_DIRS, download: bool = Tr
 
     if _has_all(raw):
         return root
-    tried.append(f"{raw}/ (the four files, raw or .gz)")
+    tried.append(say({"es": f"{raw}/ (los cuatro archivos, sin comprimir o .gz)",
+                      "en": f"{raw}/ (the four files, raw or .gz)"}))
     if _has_all(raw, ".gz"):
         _unpack_into(raw, raw)
         return root
 
     for folder in map(Path, system_dirs):
-        tried.append(f"{folder}/*.gz (Debian package dataset-fashion-mnist)")
+        tried.append(say({"es": f"{folder}/*.gz (paquete de Debian dataset-fashion-mnist)",
+                          "en": f"{folder}/*.gz (Debian package dataset-fashion-mnist)"}))
         if _has_all(folder, ".gz"):
             _unpack_into(folder, raw)
             return root
@@ -84,14 +98,19 @@ def ensure_fashion_mnist(root=None, system_dirs=SYSTEM_DIRS, download: bool = Tr
             FashionMNIST(str(root), train=False, download=True)
             return root
         except Exception as error:  # any network or mirror failure ends in the same advice
-            tried.append(f"torchvision download into {raw}/ (failed: {error})")
+            tried.append(say({"es": f"descarga de torchvision en {raw}/ (falló: {error})",
+                              "en": f"torchvision download into {raw}/ (failed: {error})"}))
 
     places = "\n".join(f"  - {place}" for place in tried)
-    raise DataNotFoundError(
-        "FashionMNIST was not found. Places tried, in order:\n"
-        f"{places}\n"
-        f"Fix: run `{FIX_COMMAND}` (or copy the four .gz files into {raw}/), then run again."
-    )
+    raise DataNotFoundError(say({
+        "es": "No se encontró FashionMNIST. Lugares probados, en orden:\n"
+              f"{places}\n"
+              f"Solución: ejecuta `{FIX_COMMAND}` (o copia los cuatro archivos .gz en {raw}/) y vuelve "
+              "a ejecutar.",
+        "en": "FashionMNIST was not found. Places tried, in order:\n"
+              f"{places}\n"
+              f"Fix: run `{FIX_COMMAND}` (or copy the four .gz files into {raw}/), then run again.",
+    }))
 
 
 def fashion_mnist(train: bool = True, transform=None, root=None):

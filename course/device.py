@@ -2,7 +2,7 @@
 
 import torch
 
-from course.settings import DEVICE_CHOICES
+from course.settings import DEVICE_CHOICES, say
 
 
 def _mps_available() -> bool:
@@ -17,7 +17,9 @@ def pick_device(choice: str = "auto") -> torch.device:
     """
     choice = str(choice).strip().lower()
     if choice not in DEVICE_CHOICES:
-        raise ValueError(f"Unknown device {choice!r}: use one of {', '.join(DEVICE_CHOICES)}.")
+        choices = ", ".join(DEVICE_CHOICES)
+        raise ValueError(say({"es": f"Dispositivo desconocido {choice!r}: usa uno de {choices}.",
+                              "en": f"Unknown device {choice!r}: use one of {choices}."}))
     if choice == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -25,16 +27,19 @@ def pick_device(choice: str = "auto") -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if choice == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            "COURSE_DEVICE=cuda, but torch.cuda.is_available() is False on this machine. "
-            "Set COURSE_DEVICE=auto (or cpu) to run on what is here."
-        )
+        raise RuntimeError(_missing("cuda", "torch.cuda.is_available()"))
     if choice == "mps" and not _mps_available():
-        raise RuntimeError(
-            "COURSE_DEVICE=mps, but torch.backends.mps.is_available() is False on this machine. "
-            "Set COURSE_DEVICE=auto (or cpu) to run on what is here."
-        )
+        raise RuntimeError(_missing("mps", "torch.backends.mps.is_available()"))
     return torch.device(choice)
+
+
+def _missing(choice: str, probe: str) -> str:
+    return say({
+        "es": f"COURSE_DEVICE={choice}, pero {probe} es False en esta máquina. "
+              "Pon COURSE_DEVICE=auto (o cpu) para usar lo que hay aquí.",
+        "en": f"COURSE_DEVICE={choice}, but {probe} is False on this machine. "
+              "Set COURSE_DEVICE=auto (or cpu) to run on what is here.",
+    })
 
 
 def describe_device(device: torch.device) -> str:
@@ -43,5 +48,6 @@ def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        threads = torch.get_num_threads()
+        return say({"es": f"cpu ({threads} hilos)", "en": f"cpu ({threads} threads)"})
     return device.type

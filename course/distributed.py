@@ -40,6 +40,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+from course.settings import LANGUAGES, say, set_language
 from course.timing import stopwatch
 
 __all__ = ["DDPRun", "contiguous_shard", "ddp_worker", "free_port", "launch", "loopback_interface",
@@ -122,7 +123,9 @@ def launch(fn, world_size: int, args=(), *, timeout_s: float = DEFAULT_TIMEOUT_S
     try:
         while not context.join(timeout=0.2):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the {world_size} processes did not finish within {timeout_s} s")
+                raise TimeoutError(say({
+                    "es": f"los {world_size} procesos no terminaron en {timeout_s} s",
+                    "en": f"the {world_size} processes did not finish within {timeout_s} s"}))
     finally:
         for process in context.processes:
             if process.is_alive():
@@ -136,7 +139,9 @@ def launch(fn, world_size: int, args=(), *, timeout_s: float = DEFAULT_TIMEOUT_S
 def contiguous_shard(tensor: torch.Tensor, world_size: int, rank: int) -> torch.Tensor:
     """Rank ``rank``'s contiguous part of a batch split into ``world_size`` equal parts."""
     if len(tensor) % world_size:
-        raise ValueError(f"a batch of {len(tensor)} does not split into {world_size} equal parts")
+        raise ValueError(say({
+            "es": f"un lote de {len(tensor)} no se divide en {world_size} partes iguales",
+            "en": f"a batch of {len(tensor)} does not split into {world_size} equal parts"}))
     size = len(tensor) // world_size
     return tensor[rank * size:(rank + 1) * size]
 
@@ -314,7 +319,9 @@ def run_ddp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, train_x: torc
     ``ddp_options`` go to ``DistributedDataParallel`` (say ``{"bucket_cap_mb": 5}``).
     """
     if len(x) % world_size or batch_size % world_size:
-        raise ValueError(f"the batch sizes ({len(x)}, {batch_size}) must divide by {world_size}")
+        raise ValueError(say({
+            "es": f"los tamaños de lote ({len(x)}, {batch_size}) deben ser divisibles por {world_size}",
+            "en": f"the batch sizes ({len(x)}, {batch_size}) must divide by {world_size}"}))
     backend = backend or pick_backend(world_size)
     task = {"model": copy.deepcopy(model).to("cpu"), "x": x.cpu(), "y": y.cpu(), "train_x": train_x.cpu(),
             "train_y": train_y.cpu(), "batch_size": batch_size, "steps": steps, "lr": lr,
@@ -333,8 +340,12 @@ def run_ddp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, train_x: torc
             launch(ddp_worker, world_size, (world_size, free_port(), task_path, folder), timeout_s=timeout_s)
         except Exception as error:
             told = "\n".join(f"  rank {r}: {line}" for r in range(world_size) for line in messages(r))
-            raise RuntimeError(f"the DDP run failed: {error}\n"
-                               f"what the processes wrote to stderr:\n{told or '  (nothing)'}") from error
+            told = told or say({"es": "  (nada)", "en": "  (nothing)"})
+            raise RuntimeError(say({
+                "es": f"la ejecución con DDP falló: {error}\n"
+                      f"lo que los procesos escribieron en stderr:\n{told}",
+                "en": f"the DDP run failed: {error}\nwhat the processes wrote to stderr:\n{told}",
+            })) from error
         seconds = time.perf_counter() - start
         results = DDPRun(torch.load(os.path.join(folder, f"rank{r}.pt"), weights_only=False)
                          for r in range(world_size))
@@ -356,7 +367,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--language", choices=LANGUAGES,
+                        help="language of the printed line (a lesson passes course.get_language())")
     args = parser.parse_args(argv)
+    if args.language:
+        set_language(args.language)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
@@ -377,8 +392,12 @@ def main(argv=None) -> None:
             loss.backward()
             optimizer.step()
         gap = _max_difference_to_rank0(model.module)
-        print(f"rank {rank}/{world_size} (local rank {local_rank}, {backend}): {len(sampler)} examples, "
-              f"last loss {loss.item():.4f}, max |param - rank 0's| = {gap:.1e}", flush=True)
+        print(say({
+            "es": f"rank {rank}/{world_size} (rank local {local_rank}, {backend}): {len(sampler)} ejemplos, "
+                  f"última pérdida {loss.item():.4f}, máx |parámetro - el del rank 0| = {gap:.1e}",
+            "en": f"rank {rank}/{world_size} (local rank {local_rank}, {backend}): {len(sampler)} examples, "
+                  f"last loss {loss.item():.4f}, max |param - rank 0's| = {gap:.1e}",
+        }), flush=True)
     finally:
         dist.destroy_process_group()
 

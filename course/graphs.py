@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import matplotlib.pyplot as plt
 import torch
 
+from course.settings import say
+
 KIND_COLORS = {"output": "#cfe8cf", "op": "#d6e4f5", "leaf": "#fbe0c4"}
 
 
@@ -29,7 +31,7 @@ class GraphNode:
 
 
 def _describe_tensor(tensor: torch.Tensor) -> str:
-    return f"shape {tuple(tensor.shape)}"
+    return say({"es": "forma", "en": "shape"}) + f" {tuple(tensor.shape)}"
 
 
 def _name_of(tensor, names: dict) -> str | None:
@@ -47,15 +49,20 @@ def walk_graph(tensor: torch.Tensor, names: dict | None = None) -> list[GraphNod
     sends them nothing.
     """
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"walk_graph needs a tensor, got {type(tensor).__name__}.")
+        kind = type(tensor).__name__
+        raise TypeError(say({"es": f"walk_graph necesita un tensor; recibió {kind}.",
+                             "en": f"walk_graph needs a tensor, got {kind}."}))
     if not tensor.requires_grad:
-        raise ValueError(
-            "This tensor has no graph: requires_grad is False, so autograd recorded nothing. "
-            "Create an input with requires_grad=True (and compute outside torch.no_grad())."
-        )
+        raise ValueError(say({
+            "es": "Este tensor no tiene grafo: requires_grad es False, así que autograd no registró "
+                  "nada. Crea una entrada con requires_grad=True (y calcula fuera de torch.no_grad()).",
+            "en": "This tensor has no graph: requires_grad is False, so autograd recorded nothing. "
+                  "Create an input with requires_grad=True (and compute outside torch.no_grad()).",
+        }))
     names = names or {}
     own = _name_of(tensor, names)
-    root_label = f"{own or 'output'}\n{_describe_tensor(tensor)}"
+    leaf_word = say({"es": "hoja", "en": "leaf"})
+    root_label = f"{own or say({'es': 'salida', 'en': 'output'})}\n{_describe_tensor(tensor)}"
     nodes = [GraphNode(0, "output", root_label, "output")]
     keys = {}  # id(grad_fn) → key; the objects stay alive in `alive` while we walk
     alive = []
@@ -70,7 +77,7 @@ def walk_graph(tensor: torch.Tensor, names: dict | None = None) -> list[GraphNod
         if kind_name == "AccumulateGrad":
             leaf = fn.variable
             leaf_name = _name_of(leaf, names)
-            label = f"AccumulateGrad\n{leaf_name or 'leaf'} · {_describe_tensor(leaf)}"
+            label = f"AccumulateGrad\n{leaf_name or leaf_word} · {_describe_tensor(leaf)}"
             node = GraphNode(key, kind_name, label, "leaf")
         else:
             node = GraphNode(key, kind_name, kind_name, "op")
@@ -78,8 +85,8 @@ def walk_graph(tensor: torch.Tensor, names: dict | None = None) -> list[GraphNod
         return key
 
     if tensor.grad_fn is None:  # a leaf itself: backward would accumulate straight into it
-        leaf_name = own or "leaf"
-        nodes[0] = GraphNode(0, "output", f"{leaf_name}\n(leaf) · {_describe_tensor(tensor)}", "leaf")
+        label = f"{own or leaf_word}\n({leaf_word}) · {_describe_tensor(tensor)}"
+        nodes[0] = GraphNode(0, "output", label, "leaf")
         return nodes
 
     queue = [(0, tensor.grad_fn)]
@@ -138,7 +145,8 @@ def print_graph(tensor: torch.Tensor, names: dict | None = None) -> None:
         node = nodes[key]
         text = node.label.replace("\n", " · ")
         again = key in printed
-        print("    " * indent + text + ("  (already shown above)" if again and node.children else ""))
+        shown = say({"es": "  (ya mostrado arriba)", "en": "  (already shown above)"})
+        print("    " * indent + text + (shown if again and node.children else ""))
         printed.add(key)
         if not again:
             for child in node.children:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from course.settings import say
 from course.timing import synchronize
 
 __all__ = ["CudaMemory", "SavedRecord", "SavedTensorMeter", "cuda_memory_of", "model_saved_bytes",
@@ -110,13 +111,20 @@ class SavedTensorMeter:
 
     def table(self, limit: int = 20) -> str:
         """The saved tensors as text, one per line, in the order autograd saved them."""
-        lines = [f"{'#':>3}  {'shape':<18} {'dtype':<14} {'storage bytes':>13}  note"]
+        shape = say({"es": "forma", "en": "shape"})
+        size = say({"es": "bytes almac.", "en": "storage bytes"})
+        width = max(13, len(size))
+        lines = [f"{'#':>3}  {shape:<18} {'dtype':<14} {size:>{width}}  " + say({"es": "nota", "en": "note"})]
+        excluded = say({"es": "parámetro (no se cuenta)", "en": "parameter (not counted)"})
+        again = say({"es": "el mismo almacenamiento otra vez", "en": "same storage again"})
         for i, r in enumerate(self.records[:limit], start=1):
-            note = "parameter (not counted)" if r.excluded else ("" if r.counted else "same storage again")
-            lines.append(f"{i:>3}  {str(r.shape):<18} {str(r.dtype):<14} {r.storage_bytes:>13,}  {note}")
+            note = excluded if r.excluded else ("" if r.counted else again)
+            lines.append(f"{i:>3}  {str(r.shape):<18} {str(r.dtype):<14} {r.storage_bytes:>{width},}  {note}")
         if len(self.records) > limit:
-            lines.append(f"... {len(self.records) - limit} more")
-        lines.append(f"counted: {self.count} storages, {self.bytes:,} bytes")
+            more = len(self.records) - limit
+            lines.append(say({"es": f"... {more} más", "en": f"... {more} more"}))
+        lines.append(say({"es": f"contados: {self.count} almacenamientos, {self.bytes:,} bytes",
+                          "en": f"counted: {self.count} storages, {self.bytes:,} bytes"}))
         return "\n".join(lines)
 
 
@@ -179,7 +187,8 @@ def cuda_memory_of(fn, device) -> dict:
     """
     device = torch.device(device)
     if device.type != "cuda":
-        raise RuntimeError(f"cuda_memory_of needs a CUDA device, got {device}")
+        raise RuntimeError(say({"es": f"cuda_memory_of necesita un dispositivo CUDA; recibió {device}",
+                                "en": f"cuda_memory_of needs a CUDA device, got {device}"}))
     with track_cuda_memory(device) as usage:
         result = fn()
     del result  # referenced until the block ended, so that kept_bytes counts it

@@ -8,6 +8,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from course.settings import say
+
 
 def offscreen_figure(figsize, dpi: int) -> Figure:
     """A figure drawn with matplotlib's object API, outside pyplot.
@@ -30,7 +32,9 @@ def figure_png(fig) -> bytes:
 def _as_2d(shape) -> tuple[int, int]:
     shape = tuple(shape)
     if len(shape) > 2:
-        raise ValueError(f"draw_broadcast draws at most 2 dimensions, got shape {shape}.")
+        raise ValueError(say({
+            "es": f"draw_broadcast dibuja como mucho 2 dimensiones; recibió la forma {shape}.",
+            "en": f"draw_broadcast draws at most 2 dimensions, got shape {shape}."}))
     return (1,) * (2 - len(shape)) + shape
 
 

@@ -25,8 +25,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data._utils.collate import default_collate
 
-from course.data import CLASSES, fashion_mnist
+from course.data import CLASSES, class_names, fashion_mnist
 from course.plots import figure_png, offscreen_figure
+from course.settings import say
 from course.timing import stopwatch
 
 # Pixel statistics of the 60,000 training images scaled to [0, 1], computed once with
@@ -129,11 +130,14 @@ class FashionTensors(Dataset):
         if images.ndim == 3:
             images = images.unsqueeze(1)
         if images.dtype != torch.uint8 or images.ndim != 4:
-            raise ValueError(f"images must be uint8 (N, 28, 28) or (N, 1, 28, 28), got "
-                             f"{images.dtype} {tuple(images.shape)}")
+            got = f"{images.dtype} {tuple(images.shape)}"
+            raise ValueError(say({
+                "es": f"las imágenes deben ser uint8 (N, 28, 28) o (N, 1, 28, 28); son {got}",
+                "en": f"images must be uint8 (N, 28, 28) or (N, 1, 28, 28), got {got}"}))
         labels = torch.as_tensor(labels, dtype=torch.int64)
         if len(labels) != len(images):
-            raise ValueError(f"{len(images)} images but {len(labels)} labels")
+            raise ValueError(say({"es": f"{len(images)} imágenes pero {len(labels)} etiquetas",
+                                  "en": f"{len(images)} images but {len(labels)} labels"}))
         self.images, self.labels = images, labels
         self.augment, self.mean, self.std = augment, mean, std
 
@@ -195,7 +199,9 @@ def fashion_splits(*, fast: bool, seed: int = 0, augment: bool = False, sizes: d
     train_all = FashionTensors.from_torchvision(fashion_mnist(train=True, root=root))
     test_all = FashionTensors.from_torchvision(fashion_mnist(train=False, root=root))
     if wanted["train"] + wanted["val"] > len(train_all):
-        raise ValueError(f"train + val = {wanted['train'] + wanted['val']} > {len(train_all)} images")
+        total = wanted["train"] + wanted["val"]
+        raise ValueError(say({"es": f"train + val = {total} > {len(train_all)} imágenes",
+                              "en": f"train + val = {total} > {len(train_all)} images"}))
     order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed))
     val = train_all.subset(order[: wanted["val"]])
     train = train_all.subset(order[wanted["val"]: wanted["val"] + wanted["train"]])
@@ -294,7 +300,11 @@ def run_epoch(model: nn.Module, loader, *, loss_fn, device, optimizer=None, sche
     model.train(training)
     total_loss, correct, seen = 0.0, 0, 0
     start = time.perf_counter()
-    bar = progress(loader, desc=desc or ("train" if training else "eval"), enabled=show_progress)
+    if desc is None:
+        desc = (say({"es": "entrenamiento", "en": "train"}) if training
+                else say({"es": "evaluación", "en": "eval"}))
+    bar = progress(loader, desc=desc, enabled=show_progress)
+    loss_key, acc_key = say({"es": "pérdida", "en": "loss"}), say({"es": "exactitud", "en": "acc"})
     try:
         with contextlib.nullcontext() if training else torch.inference_mode():
             for x, y in bar:
@@ -317,7 +327,7 @@ def run_epoch(model: nn.Module, loader, *, loss_fn, device, optimizer=None, sche
                 correct += (logits.argmax(dim=1) == y).sum().item()
                 seen += len(y)
                 if bar is not loader and seen:
-                    bar.set_postfix(loss=f"{total_loss / seen:.3f}", acc=f"{correct / seen:.3f}",
+                    bar.set_postfix({loss_key: f"{total_loss / seen:.3f}", acc_key: f"{correct / seen:.3f}"},
                                     refresh=False)
     finally:
         if bar is not loader:
@@ -325,7 +335,8 @@ def run_epoch(model: nn.Module, loader, *, loss_fn, device, optimizer=None, sche
         if not training:
             model.train(was_training)
     if seen == 0:
-        raise ValueError("the loader yielded no examples")
+        raise ValueError(say({"es": "el loader no produjo ningún ejemplo",
+                              "en": "the loader yielded no examples"}))
     return EpochResult(total_loss / seen, correct / seen, seen, time.perf_counter() - start)
 
 
@@ -341,13 +352,17 @@ def fit_model(model: nn.Module, train_loader, val_loader, *, loss_fn, optimizer,
     """
     history = History()
     start = time.perf_counter()
-    epoch_bar = progress(range(epochs), desc="epochs", enabled=show_progress, leave=True)
+    epoch_bar = progress(range(epochs), desc=say({"es": "épocas", "en": "epochs"}), enabled=show_progress,
+                         leave=True)
+    val_key, best_key = say({"es": "exactitud val", "en": "val_acc"}), say({"es": "mejor", "en": "best"})
     for epoch in epoch_bar:
+        n = epoch + 1
         train = run_epoch(model, train_loader, loss_fn=loss_fn, device=device, optimizer=optimizer,
                           scheduler=scheduler, clip_norm=clip_norm, show_progress=show_progress,
-                          desc=f"epoch {epoch + 1} train", step_losses=history.step_loss)
-        val = run_epoch(model, val_loader, loss_fn=loss_fn, device=device,
-                        show_progress=show_progress, desc=f"epoch {epoch + 1} val")
+                          desc=say({"es": f"época {n} entrenamiento", "en": f"epoch {n} train"}),
+                          step_losses=history.step_loss)
+        val = run_epoch(model, val_loader, loss_fn=loss_fn, device=device, show_progress=show_progress,
+                        desc=say({"es": f"época {n} validación", "en": f"epoch {n} val"}))
         history.train_loss.append(train.loss)
         history.train_acc.append(train.accuracy)
         history.val_loss.append(val.loss)
@@ -357,7 +372,7 @@ def fit_model(model: nn.Module, train_loader, val_loader, *, loss_fn, optimizer,
             history.best_val_acc, history.best_epoch = val.accuracy, epoch
             history.best_state = copy.deepcopy(model.state_dict())
         if hasattr(epoch_bar, "set_postfix"):
-            epoch_bar.set_postfix(val_acc=f"{val.accuracy:.3f}", best=f"{history.best_val_acc:.3f}")
+            epoch_bar.set_postfix({val_key: f"{val.accuracy:.3f}", best_key: f"{history.best_val_acc:.3f}"})
         history.seconds = time.perf_counter() - start
         if on_epoch is not None:
             on_epoch(history)
@@ -388,17 +403,24 @@ def confusion_matrix(predictions, targets, num_classes: int = 10) -> torch.Tenso
     predictions = torch.as_tensor(predictions).reshape(-1).to(torch.int64).cpu()
     targets = torch.as_tensor(targets).reshape(-1).to(torch.int64).cpu()
     if predictions.shape != targets.shape:
-        raise ValueError(f"{len(predictions)} predictions but {len(targets)} targets")
+        raise ValueError(say({"es": f"{len(predictions)} predicciones pero {len(targets)} objetivos",
+                              "en": f"{len(predictions)} predictions but {len(targets)} targets"}))
     if len(targets) and (min(predictions.min(), targets.min()) < 0
                          or max(predictions.max(), targets.max()) >= num_classes):
-        raise ValueError(f"classes must lie in [0, {num_classes})")
+        raise ValueError(say({"es": f"las clases deben estar en [0, {num_classes})",
+                              "en": f"classes must lie in [0, {num_classes})"}))
     flat = targets * num_classes + predictions
     return torch.bincount(flat, minlength=num_classes**2).reshape(num_classes, num_classes)
 
 
 def plot_confusion(matrix, classes=CLASSES, *, normalize_rows: bool = True, ax=None,
                    title: str | None = None):
-    """Draw a confusion matrix (rows: true class, shares of the row when ``normalize_rows``)."""
+    """Draw a confusion matrix (rows: true class, shares of the row when ``normalize_rows``).
+
+    The default ``classes`` are drawn in the edition's language; ``classes`` passed in are used as given.
+    """
+    if classes is CLASSES:
+        classes = class_names()
     matrix = torch.as_tensor(matrix).to(torch.float64)
     shown = matrix / matrix.sum(dim=1, keepdim=True).clamp_min(1) if normalize_rows else matrix
     if ax is None:
@@ -409,8 +431,8 @@ def plot_confusion(matrix, classes=CLASSES, *, normalize_rows: bool = True, ax=N
     n = len(classes)
     ax.set_xticks(range(n), classes, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(n), classes, fontsize=8)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
+    ax.set_xlabel(say({"es": "clase predicha", "en": "predicted"}))
+    ax.set_ylabel(say({"es": "clase real", "en": "true"}))
     top = shown.max().item() or 1.0
     for r in range(n):
         for c in range(n):
@@ -420,7 +442,8 @@ def plot_confusion(matrix, classes=CLASSES, *, normalize_rows: bool = True, ax=N
                 ax.text(c, r, text, ha="center", va="center", fontsize=7,
                         color="white" if value > top / 2 else "black")
     accuracy = (matrix.diag().sum() / matrix.sum().clamp_min(1)).item()
-    ax.set_title(title or f"confusion matrix (accuracy {accuracy:.1%})", fontsize=10)
+    ax.set_title(title or say({"es": f"matriz de confusión (exactitud {accuracy:.1%})",
+                               "en": f"confusion matrix (accuracy {accuracy:.1%})"}), fontsize=10)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     return fig
@@ -431,7 +454,10 @@ def plot_samples(images, labels, classes=CLASSES, *, predictions=None, columns: 
     """A grid of images with their class names (and predictions, red when wrong).
 
     ``images``: uint8 ``(N, 28, 28)`` or normalised float ``(N, 1, 28, 28)`` (shown un-normalised).
+    The default ``classes`` are written in the edition's language; ``classes`` passed in as given.
     """
+    if classes is CLASSES:
+        classes = class_names()
     images = torch.as_tensor(images).detach().cpu()
     if images.dtype == torch.uint8:
         pixels = images.to(torch.float32) / 255
@@ -451,7 +477,8 @@ def plot_samples(images, labels, classes=CLASSES, *, predictions=None, columns: 
         if predictions is not None:
             guess = int(predictions[i])
             if guess != int(labels[i]):
-                title, color = f"{classes[guess]}\n(true: {title})", "tab:red"
+                true = say({"es": "real", "en": "true"})
+                title, color = f"{classes[guess]}\n({true}: {title})", "tab:red"
         ax.set_title(title, fontsize=8, color=color)
     fig.tight_layout()
     return fig
@@ -471,6 +498,8 @@ def _draw_history(axes, histories: dict, per_step: bool, smooth: int) -> None:
     def by_epoch(values):
         return range(1, len(values) + 1), values
 
+    train_word = say({"es": "entrenamiento", "en": "train"})
+    val_word = say({"es": "validación", "en": "validation"})
     for (label, history), color in zip(histories.items(), itertools.cycle(colors)):
         name = f"{label} " if label else ""
         if per_step and history.step_loss:
@@ -479,25 +508,28 @@ def _draw_history(axes, histories: dict, per_step: bool, smooth: int) -> None:
             loss_ax.plot(range(offset + 1, offset + len(steps) + 1), steps, color=color,
                          label=label or None)
         else:
-            loss_ax.plot(*by_epoch(history.train_loss), "-o", color=color, ms=3, label=f"{name}train")
-            loss_ax.plot(*by_epoch(history.val_loss), "--", color=color, label=f"{name}validation")
-        acc_ax.plot(*by_epoch(history.val_acc), "-o", color=color, ms=3, label=f"{name}validation")
+            loss_ax.plot(*by_epoch(history.train_loss), "-o", color=color, ms=3, label=f"{name}{train_word}")
+            loss_ax.plot(*by_epoch(history.val_loss), "--", color=color, label=f"{name}{val_word}")
+        acc_ax.plot(*by_epoch(history.val_acc), "-o", color=color, ms=3, label=f"{name}{val_word}")
         if not per_step and history.train_acc:
-            acc_ax.plot(*by_epoch(history.train_acc), ":", color=color, label=f"{name}train")
+            acc_ax.plot(*by_epoch(history.train_acc), ":", color=color, label=f"{name}{train_word}")
         if history.best_epoch >= 0:
             acc_ax.plot([history.best_epoch + 1], [history.val_acc[history.best_epoch]], "*",
                         color=color, ms=12)
     for ax in (acc_ax,) if per_step else axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    loss_ax.set_xlabel("training step" if per_step else "epoch")
-    loss_ax.set_ylabel("loss" + (" (moving average)" if per_step and smooth > 1 else ""))
-    acc_ax.set_xlabel("epoch")
-    acc_ax.set_ylabel("accuracy")
+    epoch = say({"es": "época", "en": "epoch"})
+    loss_ax.set_xlabel(say({"es": "paso de entrenamiento", "en": "training step"}) if per_step else epoch)
+    loss_ax.set_ylabel(say({"es": "pérdida (media móvil)", "en": "loss (moving average)"})
+                       if per_step and smooth > 1 else say({"es": "pérdida", "en": "loss"}))
+    acc_ax.set_xlabel(epoch)
+    acc_ax.set_ylabel(say({"es": "exactitud", "en": "accuracy"}))
     for ax in axes:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    acc_ax.set_title("★ = best validation epoch (the one kept)", fontsize=9)
+    acc_ax.set_title(say({"es": "★ = mejor época en validación (la que se conserva)",
+                          "en": "★ = best validation epoch (the one kept)"}), fontsize=9)
 
 
 def _as_histories(histories) -> dict:
@@ -609,8 +641,9 @@ class LearningRateExplorer:
                                              step=0.1, description="lr", readout_format=".1e",
                                              continuous_update=False,
                                              layout=widgets.Layout(width="380px"))
-        self.button = widgets.Button(description="train", icon="play", button_style="primary")
-        self.clear = widgets.Button(description="clear")
+        self.button = widgets.Button(description=say({"es": "entrenar", "en": "train"}), icon="play",
+                                     button_style="primary")
+        self.clear = widgets.Button(description=say({"es": "borrar", "en": "clear"}))
         self.status = widgets.HTML()
         self.image = widgets.Image(format="png", layout=widgets.Layout(width="760px"))
         self.button.on_click(lambda _: self.train(self.slider.value))
@@ -621,22 +654,30 @@ class LearningRateExplorer:
             self.train(lr)
 
     def train(self, lr: float) -> History:
-        self.status.value = f"training with lr = {lr:.1e} …"
+        self.status.value = say({"es": f"entrenando con lr = {lr:.1e} …",
+                                 "en": f"training with lr = {lr:.1e} …"})
         history = self.train_run(lr)
         self.runs[f"lr={lr:.1e}"] = history
         self._redraw()
         final = history.val_acc[-1] if history.val_acc else float("nan")
-        self.status.value = f"lr = {lr:.1e}: validation accuracy {final:.1%} ({len(self.runs)} runs)"
+        runs = len(self.runs)
+        self.status.value = say({
+            "es": f"lr = {lr:.1e}: exactitud de validación {final:.1%} ({runs} "
+                  f"{'entrenamiento' if runs == 1 else 'entrenamientos'})",
+            "en": f"lr = {lr:.1e}: validation accuracy {final:.1%} ({runs} runs)"})
         return history
 
     def reset(self) -> None:
         self.runs.clear()
         self.image.value = b""
-        self.status.value = "cleared"
+        self.status.value = say({"es": "borrado", "en": "cleared"})
 
     def _redraw(self) -> None:
         self.image.value = _history_png(self.runs, per_step=True, smooth=self.smooth,
-                                        title="same model, same data, only the learning rate changes")
+                                        title=say({"es": "mismo modelo, mismos datos: solo cambia la tasa "
+                                                         "de aprendizaje",
+                                                   "en": "same model, same data, only the learning rate "
+                                                         "changes"}))
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from course.plots import figure_png, offscreen_figure
+from course.settings import say
 
 
 def tangent_at(f, x0: float) -> tuple[float, float]:
@@ -17,15 +18,24 @@ def tangent_at(f, x0: float) -> tuple[float, float]:
     x = torch.tensor(float(x0), dtype=torch.float64, requires_grad=True)
     y = f(x)
     if not isinstance(y, torch.Tensor) or y.numel() != 1:
-        raise ValueError("f must map a 0-d tensor to a 0-d tensor (one number in, one number out).")
+        raise ValueError(say({
+            "es": "f debe llevar un tensor 0-d a un tensor 0-d (entra un número, sale un número).",
+            "en": "f must map a 0-d tensor to a 0-d tensor (one number in, one number out).",
+        }))
     (slope,) = torch.autograd.grad(y, x)
     return y.item(), slope.item()
 
 
-def _curve(f, x_range, points: int = 200):
+def _check_range(x_range) -> tuple[float, float]:
     low, high = map(float, x_range)
     if not low < high:
-        raise ValueError(f"x_range must be (low, high) with low < high, got {x_range!r}.")
+        raise ValueError(say({"es": f"x_range debe ser (low, high) con low < high; recibió {x_range!r}.",
+                              "en": f"x_range must be (low, high) with low < high, got {x_range!r}."}))
+    return low, high
+
+
+def _curve(f, x_range, points: int = 200):
+    low, high = _check_range(x_range)
     xs = torch.linspace(low, high, points, dtype=torch.float64)
     with torch.no_grad():
         ys = torch.stack([f(x).reshape(()) for x in xs])
@@ -50,8 +60,8 @@ def plot_tangents(ax, f, x_points, x_range, label: str = "f(x)") -> list[tuple[f
         ax.plot([x0], [y0], "o", color="tab:red")
         # below-right of a rising line, above-right of a falling one: clear of the line
         offset = (6, 8) if slope < 0 else (6, -14)
-        ax.annotate(f"slope {slope:.3g}", (x0, y0), textcoords="offset points", xytext=offset,
-                    fontsize=9, color="tab:red")
+        text = say({"es": "pendiente", "en": "slope"}) + f" {slope:.3g}"
+        ax.annotate(text, (x0, y0), textcoords="offset points", xytext=offset, fontsize=9, color="tab:red")
         results.append((float(x0), y0, slope))
     ax.set_xlim(xs[0].item(), xs[-1].item())
     ax.set_ylim(y_low - margin, y_high + margin)
@@ -68,7 +78,8 @@ def draw_tangent(f, x_points, x_range, label: str = "f(x)"):
         x_points = [x_points]
     fig, ax = plt.subplots(figsize=(6, 3.6))
     plot_tangents(ax, f, list(x_points), x_range, label)
-    ax.set_title("tangent lines, slopes from autograd", fontsize=10)
+    ax.set_title(say({"es": "rectas tangentes, pendientes calculadas por autograd",
+                      "en": "tangent lines, slopes from autograd"}), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -92,9 +103,7 @@ def tangent_explorer(f, x_range, x0: float | None = None, label: str = "f(x)", s
     Returns an ``ipywidgets.VBox`` of ``(slider, readout, image)``; display it in a notebook.
     Moving the slider recomputes ``f(x)`` and ``f'(x)`` with autograd and redraws.
     """
-    low, high = map(float, x_range)
-    if not low < high:
-        raise ValueError(f"x_range must be (low, high) with low < high, got {x_range!r}.")
+    low, high = _check_range(x_range)
     start = (low + high) / 2 if x0 is None else float(x0)
     slider = widgets.FloatSlider(value=start, min=low, max=high, step=(high - low) / steps,
                                  description="x", continuous_update=False, readout_format=".2f",

@@ -242,3 +242,52 @@ def test_break_even_steps():
     slower = amp.CompileResult(eager_step_s=0.01, first_step_s=1.0, compiled_step_s=0.02)
     assert math.isinf(slower.break_even_steps)
     assert amp.plot_compile(result, steps=600).axes
+
+
+# ------------------------------------------------------------------------------------ two languages
+def test_tables_and_pictures_speak_the_edition_language(english):
+    import course
+
+    result = amp.CompileResult(eager_step_s=0.01, first_step_s=2.0, compiled_step_s=0.005)
+    rows = amp.finfo_table()
+    said = {}
+    for language in ("es", "en"):
+        course.set_language(language)
+        ax = amp.plot_compile(result, steps=1000).axes[0]
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        said[language] = (ax.get_xlabel(), ax.get_ylabel(), legend, [t.get_text() for t in ax.texts],
+                          amp.format_finfo_table(rows).splitlines()[0],
+                          [a.get_title() for a in amp.plot_formats().axes])
+    course.set_language("en")
+    xlabel, ylabel, legend, texts, header, titles = said["es"]
+    assert (xlabel, ylabel) == ("pasos de entrenamiento", "segundos, acumulados")
+    assert legend[1].startswith("compilado: primer paso 2.0 s") and legend[1].endswith("ms/paso")
+    assert texts == [" compensa desde ≈ 399 pasos"]
+    assert "dígitos" in header and "mín subnormal" in header
+    assert titles[0] == "signo · exponente (rango) · mantisa (precisión)"
+    xlabel, ylabel, legend, texts, header, titles = said["en"]
+    assert (xlabel, ylabel) == ("training steps", "seconds, cumulative")
+    assert legend[0] == "eager: 10.00 ms/step" and texts == [" break-even ≈ 399 steps"]
+    assert header.split() == ["dtype", "bits", "exp", "mant", "max", "min", "normal", "min", "subnormal",
+                              "eps", "digits"]
+    assert titles[1] == "worst relative error of storing x, by magnitude"
+
+
+def test_benchmark_report_speaks_the_edition_language(english):
+    import course
+
+    results = [amp.AmpResult("fp32", "float32", 3, 1.0, 10.0, 0.5, None, 1000),
+               amp.AmpResult("bf16", "bfloat16", 3, 1.0, 20.0, 0.5, None, 500),
+               amp.AmpResult("fp16+scaler", "float16", 3, skipped="no")]
+    course.set_language("es")
+    text = amp.format_amp_results(results)
+    fig = amp.plot_amp_benchmark(results, title="cpu")
+    titles = [ax.get_title() for ax in fig.axes]
+    course.set_language("en")
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["modo", "pasos/s", "aceleración"] and "pérdida final" in lines[0]
+    assert lines[2].split()[2] == "2.00x" and lines[3].split()[1:] == ["omitido:", "no"]
+    assert lines[1].index("10.00") + 5 == lines[0].index("pasos/s") + 7       # columns stay aligned
+    assert titles == ["pasos por segundo", "guardado para la pasada hacia atrás, un paso (MiB)",
+                      "pérdida tras el último paso"]
+    assert amp.format_amp_results(results).splitlines()[0].split()[:2] == ["mode", "steps/s"]

@@ -433,3 +433,27 @@ def test_a_pickled_model_load_is_named():
     # recognised by the error's type alone, whatever its text
     (finding,) = diagnose(unpickling_fails, model, batch, show=False)
     assert finding.code == "pickled_model" and finding.step == 1
+
+
+def test_argument_errors_and_shapes_speak_the_edition_language(english, capsys):
+    model, batch = classification()
+    with pytest.raises(TypeError, match="nn.Module; recibió str"):
+        diagnose(train_step, "model", batch, language="es")
+    course.set_language("es")
+    try:
+        with pytest.raises(TypeError, match="pasa una clase de optimizador"):
+            diagnose(train_step, model, batch, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+
+        def returns_the_loss_tensor(model, batch, optimizer):
+            x, y = batch
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        found = diagnose(returns_the_loss_tensor, model, batch, show=False)
+    finally:
+        course.set_language("en")
+    kept = next(f for f in found if f.code == "graph_kept")
+    assert "forma ()" in kept.message and "shape" not in kept.message

@@ -1,7 +1,6 @@
 """Spanish texts use the glossary's term for each idea (docs/glossary.md)."""
 
 import re
-from pathlib import Path
 
 import nbformat
 import pytest

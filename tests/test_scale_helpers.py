@@ -239,3 +239,26 @@ def test_a_failing_worker_is_reported_not_hung(tmp_path):
         distributed.launch(distributed.ddp_worker, 2,
                            (2, distributed.free_port(), str(tmp_path / "missing.pt"), str(tmp_path)),
                            timeout_s=60)
+
+
+def test_meter_table_and_ddp_messages_speak_the_edition_language(english, monkeypatch, capsys):
+    import course
+
+    layer = nn.Linear(5, 3)
+    with SavedTensorMeter(exclude=layer.parameters()) as meter:
+        layer(torch.randn(4, 5, requires_grad=True))
+    course.set_language("es")
+    table = meter.table().splitlines()
+    with pytest.raises(ValueError, match="no se divide en 2 partes iguales"):
+        distributed.contiguous_shard(torch.zeros(5), 2, 0)
+    course.set_language("en")
+    assert table[0].split() == ["#", "forma", "dtype", "bytes", "almac.", "nota"]
+    assert "parámetro (no se cuenta)" in table[2] and table[-1].startswith("contados: 1 almacenamientos")
+    assert meter.table().splitlines()[0].split()[1] == "shape"
+
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(distributed.free_port()), "GLOO_SOCKET_IFNAME": ""}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME")
+    distributed.main(["--steps", "1", "--batch-size", "8", "--language", "es"])
+    assert capsys.readouterr().out.startswith("rank 0/1 (rank local 0, gloo): 8 ejemplos, última pérdida")

@@ -374,3 +374,70 @@ def test_learning_rate_explorer_builds_headless_and_trains_on_click():
     assert "application/vnd.jupyter.widget-view+json" in bundle
     explorer.clear.click()
     assert explorer.runs == {}
+
+
+# ------------------------------------------------------------------------------------ two languages
+def _history():
+    return training.History(train_loss=[1.0, 0.5], train_acc=[0.5, 0.8], val_loss=[0.9, 0.7],
+                            val_acc=[0.6, 0.7], step_loss=[1.0, 0.8, 0.6, 0.5], best_epoch=1)
+
+
+def _plot_texts(fig):
+    return [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(),
+             [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else [])
+            for ax in fig.axes]
+
+
+def test_pictures_speak_the_edition_language(english):
+    import course
+
+    matrix = training.confusion_matrix(torch.tensor([0, 1, 1]), torch.tensor([0, 1, 2]))
+    course.set_language("es")
+    history = _plot_texts(training.plot_history(_history()))
+    steps = _plot_texts(training.plot_history({"a": _history()}, per_step=True, smooth=2))
+    confusion = training.plot_confusion(matrix).axes[0]
+    samples = training.plot_samples(_images(2), torch.tensor([0, 1]), predictions=torch.tensor([0, 0]))
+    course.set_language("en")
+    (_, loss_x, loss_y, loss_legend), (acc_title, acc_x, acc_y, acc_legend) = history
+    assert (loss_x, loss_y, acc_x, acc_y) == ("época", "pérdida", "época", "exactitud")
+    assert loss_legend == ["entrenamiento", "validación"] and acc_legend == ["validación", "entrenamiento"]
+    assert acc_title == "★ = mejor época en validación (la que se conserva)"
+    assert steps[0][1:3] == ("paso de entrenamiento", "pérdida (media móvil)") and steps[0][3] == ["a"]
+    assert confusion.get_title() == "matriz de confusión (exactitud 66.7%)"
+    assert (confusion.get_xlabel(), confusion.get_ylabel()) == ("clase predicha", "clase real")
+    assert confusion.get_xticklabels()[1].get_text() == "Pantalón"
+    titles = [ax.get_title() for ax in samples.axes if ax.get_title()]
+    assert titles == ["Camiseta/top", "Camiseta/top\n(real: Pantalón)"]
+
+    (_, loss_x, loss_y, loss_legend), (acc_title, acc_x, acc_y, _) = _plot_texts(
+        training.plot_history(_history()))
+    assert (loss_x, loss_y, acc_y) == ("epoch", "loss", "accuracy") and loss_legend == ["train", "validation"]
+    assert acc_title == "★ = best validation epoch (the one kept)"
+    confusion = training.plot_confusion(matrix, classes=[str(i) for i in range(10)]).axes[0]
+    assert confusion.get_xlabel() == "predicted" and confusion.get_xticklabels()[1].get_text() == "1"
+
+
+def test_progress_bars_and_explorer_speak_the_edition_language(english, monkeypatch):
+    import course
+
+    descs = []
+
+    def recording_progress(iterable, *, desc=None, **kwargs):
+        descs.append(desc)
+        return iterable
+
+    monkeypatch.setattr(training, "progress", recording_progress)
+    data = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    model = nn.Linear(4, 2)
+    kwargs = dict(loss_fn=nn.functional.cross_entropy, device="cpu", epochs=1,
+                  optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    course.set_language("es")
+    training.fit_model(model, DataLoader(data, batch_size=4), DataLoader(data, batch_size=4), **kwargs)
+    training.run_epoch(model, DataLoader(data, batch_size=4), loss_fn=kwargs["loss_fn"], device="cpu")
+    explorer = training.LearningRateExplorer(lambda lr: _history(), learning_rates=(1e-3,))
+    course.set_language("en")
+    assert descs == ["épocas", "época 1 entrenamiento", "época 1 validación", "evaluación"]
+    assert explorer.status.value == "lr = 1.0e-03: exactitud de validación 70.0% (1 entrenamiento)"
+    assert (explorer.button.description, explorer.clear.description) == ("entrenar", "borrar")
+    training.fit_model(model, DataLoader(data, batch_size=4), DataLoader(data, batch_size=4), **kwargs)
+    assert descs[4:] == ["epochs", "epoch 1 train", "epoch 1 val"]

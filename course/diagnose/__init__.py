@@ -114,7 +114,7 @@ def diagnose(train_step, model, batch, steps: int = 3, language=None, *, optimiz
     :class:`Finding`, empty when the steps look right; prints the report unless ``show=False``.
     """
     language = _check_arguments(train_step, model, steps, language)
-    observer, opt = _set_up(model, optimizer, TEXTS[language])
+    observer, opt = _set_up(model, optimizer, TEXTS[language], language)
     try:
         _observe_steps(train_step, batch, opt, observer, steps=steps, seed=seed)
     finally:
@@ -134,16 +134,26 @@ def _check_arguments(train_step, model, steps: int, language) -> str:
     if language not in TEXTS:
         raise ValueError(f"language must be one of {tuple(TEXTS)}, got {language!r}")
     if not callable(train_step):
-        raise TypeError(f"train_step must be a function (model, batch, optimizer) -> loss, "
-                        f"got {train_step!r}")
+        raise TypeError(_in(language, {
+            "es": "train_step debe ser una función (model, batch, optimizer) -> pérdida; "
+                  f"recibió {train_step!r}",
+            "en": f"train_step must be a function (model, batch, optimizer) -> loss, got {train_step!r}"}))
     if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+        kind = type(model).__name__
+        raise TypeError(_in(language, {"es": f"model debe ser un nn.Module; recibió {kind}",
+                                       "en": f"model must be an nn.Module, got {kind}"}))
     if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
+        raise ValueError(_in(language, {"es": f"steps debe ser al menos 1; recibió {steps}",
+                                        "en": f"steps must be at least 1, got {steps}"}))
     return language
 
 
-def _set_up(model, optimizer, words):
+def _in(language: str, texts: dict) -> str:
+    """``texts`` in ``language`` (diagnose may be asked for a language other than the lesson's)."""
+    return texts[language]
+
+
+def _set_up(model, optimizer, words, language: str = "en"):
     """An observer of a copy of ``model``, with its hooks attached, and the optimizer it spies on."""
     try:
         model = copy.deepcopy(model)
@@ -151,23 +161,29 @@ def _set_up(model, optimizer, words):
         pass
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ValueError("diagnose needs a model with trainable parameters (requires_grad=True); "
-                         "this one has none.")
+        raise ValueError(_in(language, {
+            "es": "diagnose necesita un modelo con parámetros entrenables (requires_grad=True); "
+                  "este no tiene ninguno.",
+            "en": "diagnose needs a model with trainable parameters (requires_grad=True); this one has none.",
+        }))
     observer = Observer(model, words)
-    opt = _make_optimizer(optimizer, params)
+    opt = _make_optimizer(optimizer, params, language)
     spy_on(opt, observer)
     observer.attach(params)
     return observer, opt
 
 
-def _make_optimizer(optimizer, params):
+def _make_optimizer(optimizer, params, language: str = "en"):
     if optimizer is None:
         return torch.optim.SGD(params, lr=0.01)
     if isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(
-            "diagnose builds its own optimizer on a copy of the model: pass an optimizer class or a "
-            "function of the parameters, e.g. optimizer=lambda params: torch.optim.Adam(params, lr=1e-3)."
-        )
+        example = "optimizer=lambda params: torch.optim.Adam(params, lr=1e-3)"
+        raise TypeError(_in(language, {
+            "es": "diagnose crea su propio optimizador sobre una copia del modelo: pasa una clase de "
+                  f"optimizador o una función de los parámetros, por ejemplo {example}.",
+            "en": "diagnose builds its own optimizer on a copy of the model: pass an optimizer class or a "
+                  f"function of the parameters, e.g. {example}.",
+        }))
     return optimizer(params)
 
 

@@ -241,7 +241,7 @@ class Observer:
     def end_step(self, result):
         for tensor in _tensors_in(result):
             if tensor.grad_fn is not None:
-                what = f"{type(tensor.grad_fn).__name__}, shape {tuple(tensor.shape)}"
+                what = f"{type(tensor.grad_fn).__name__}, {self.words['shape']} {tuple(tensor.shape)}"
                 self.record("graph_kept", {"what": self.words["graph_kept_returned"].format(what=what)})
                 break
         loss = _loss_value(result)

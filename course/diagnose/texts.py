@@ -98,6 +98,7 @@ TEXTS = {
         "whole_model": "the whole model",
         "step": "step",
         "fix": "fix",
+        "shape": "shape",
         "more": "and {count} more",
     },
     "es": {
@@ -109,7 +110,7 @@ TEXTS = {
         "step_before_backward": (
             "optimizer.step() se ejecutó antes que loss.backward() dentro del mismo paso, así que "
             "aplicó gradientes viejos o inexistentes.",
-            "respeta el orden zero_grad() → forward → pérdida → backward() → step().",
+            "respeta el orden zero_grad() → pasada hacia delante → pérdida → backward() → step().",
         ),
         "params_unchanged": (
             "{tensors} en {steps}: {params}.",
@@ -117,8 +118,8 @@ TEXTS = {
             "optimizador se creó con model.parameters() y que la pérdida depende de esos parámetros.",
         ),
         "eval_mode": (
-            "una pasada de entrenamiento se hizo en modo evaluación (en eval: {modules}); Dropout "
-            "y BatchNorm se comportan como en la prueba, así que el modelo entrena un cálculo "
+            "una pasada hacia delante de entrenamiento se hizo en modo evaluación (en eval: {modules}); "
+            "Dropout y BatchNorm se comportan como en la prueba, así que el modelo entrena un cálculo "
             "equivocado.",
             "llama a model.train() al principio de cada paso de entrenamiento, o restaura el modo "
             "que encontró la evaluación (modo = model.training ... model.train(modo)).",
@@ -180,8 +181,8 @@ TEXTS = {
         "inplace_modified": (
             "backward() falló porque una operación in-place sobrescribió un tensor que autograd "
             "había guardado: {error}",
-            "cambia la operación in-place (x += ..., x.relu_(), x[...] = ...) sobre tensores del "
-            "forward por una que cree un tensor nuevo (x = x + ...).",
+            "cambia la operación in-place (x += ..., x.relu_(), x[...] = ...) sobre tensores de la "
+            "pasada hacia delante por una que cree un tensor nuevo (x = x + ...).",
         ),
         "step_raised": (
             "el paso lanzó {kind}: {error}",
@@ -195,6 +196,7 @@ TEXTS = {
         "whole_model": "todo el modelo",
         "step": "paso",
         "fix": "arreglo",
+        "shape": "forma",
         "more": "y {count} más",
     },
 }
