@@ -69,6 +69,115 @@ def test_gradient_after_snippet_runs_the_exercises_snippet():
     assert lesson.gradient_after_snippet(1.0, 1.0, 2.0) == pytest.approx(9.0)
 
 
+def _vectors(outputs, weights):
+    return [w if isinstance(w, torch.Tensor) else torch.full_like(o, w)
+            for o, w in zip(outputs, weights, strict=True)]
+
+
+def _weighted(outputs, weights):
+    torch.autograd.backward(outputs, _vectors(outputs, weights))
+
+
+def _summed_loss(outputs, weights):
+    sum((w * o).sum() for o, w in zip(outputs, weights, strict=True)).backward()
+
+
+def _one_backward_each(outputs, weights):
+    for o, v in zip(outputs, _vectors(outputs, weights), strict=True):
+        o.backward(v, retain_graph=True)
+
+
+def test_weighted_backward():
+    lesson.check_weighted_backward(_weighted)
+    lesson.check_weighted_backward_one_entry(_weighted)
+
+
+def test_weighted_backward_values_catch_typical_mistakes():
+    failure(lesson.check_weighted_backward, lambda outputs, weights: torch.autograd.backward(outputs),
+           says=["raised"])  # no weights: a vector output has no implicit gradient
+
+    def scalar_weights(outputs, weights):
+        torch.autograd.backward(outputs, [torch.as_tensor(w, dtype=o.dtype)
+                                          for o, w in zip(outputs, weights, strict=True)])
+
+    failure(lesson.check_weighted_backward, scalar_weights, says=["raised"])  # a 0-d weight for a vector
+
+    def ignores_weights(outputs, weights):
+        torch.autograd.backward(outputs, [torch.ones_like(o) for o in outputs])
+
+    failure(lesson.check_weighted_backward, ignores_weights, says=["a.grad"])
+
+    def clears_first(outputs, weights):
+        for leaf in _leaves_of(outputs):
+            leaf.grad = None
+        _weighted(outputs, weights)
+
+    failure(lesson.check_weighted_backward, clears_first, says=["a.grad", "held a gradient"])
+
+    def one_backward_each_freeing(outputs, weights):
+        for o, v in zip(outputs, _vectors(outputs, weights), strict=True):
+            o.backward(v)
+
+    failure(lesson.check_weighted_backward, one_backward_each_freeing, says=["raised"])
+
+
+def _leaves_of(outputs):
+    found, stack, seen = [], [o.grad_fn for o in outputs], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            found.append(node.variable)
+        stack += [next_node for next_node, _ in node.next_functions]
+    return found
+
+
+def test_weighted_backward_shortcuts_pass_the_values_but_not_the_spy():
+    lesson.check_weighted_backward(_summed_loss)
+    lesson.check_weighted_backward(_one_backward_each)
+    failure(lesson.check_weighted_backward_one_entry, _summed_loss, says=["where the engine started"])
+    message = failure(lesson.check_weighted_backward_one_entry, _one_backward_each,
+                      says=["entries into the engine"])
+    assert "3 entries" in message
+
+    def through_grad(outputs, weights):
+        leaves = _leaves_of(outputs)
+        gradients = torch.autograd.grad(outputs, leaves, _vectors(outputs, weights))
+        for leaf, gradient in zip(leaves, gradients, strict=True):
+            leaf.grad = gradient if leaf.grad is None else leaf.grad + gradient
+
+    lesson.check_weighted_backward(through_grad)
+    failure(lesson.check_weighted_backward_one_entry, through_grad,
+           says=["the engine's mode", "an entry that accumulates into .grad"])
+
+
+def test_engine_spy_sees_every_way_in_and_leaves_the_engine_as_it_was():
+    x = torch.tensor(2.0, requires_grad=True)
+    original = torch.autograd._engine_run_backward
+    with lesson.engine_spy() as entries:
+        y = x ** 3
+        y.backward(retain_graph=True)
+        torch.autograd.backward([y], retain_graph=True)
+        torch.autograd.grad(y, x)
+    assert torch.autograd._engine_run_backward is original
+    assert [entry["accumulate"] for entry in entries] == [True, True, False]
+    assert all(entry["roots"][0] is y for entry in entries)
+    assert x.grad.item() == 24.0
+
+
+def test_weighted_case_is_worked_out_right():
+    case = lesson.weighted_case(torch.Generator().manual_seed(0))
+    a, b, _ = case["leaves"]
+    before = a.grad.clone()
+    summed = sum((torch.as_tensor(w, dtype=torch.float64) * o).sum()
+                 for o, w in zip(case["outputs"], case["weights"], strict=True))
+    grad_a, grad_b = torch.autograd.grad(summed, [a, b])
+    torch.testing.assert_close(before + grad_a, case["expected"][0])
+    torch.testing.assert_close(grad_b, case["expected"][1])
+
+
 def _second(f, x):
     leaf = x.detach().requires_grad_(True)
     (first,) = torch.autograd.grad(f(leaf).sum(), leaf, create_graph=True)
@@ -269,4 +378,14 @@ def test_messages_and_hints_follow_the_language():
     message = str(caught.value)
     for part in ("esperado:", "obtenido:", "pista:", "está desactivado", "sección 3",
                  "hint('finite_difference_grad')"):
+        assert part in message, message
+
+
+def test_the_engine_checks_speak_spanish():
+    course.set_language("es")
+    with pytest.raises(CheckFailed) as caught:
+        lesson.check_weighted_backward_one_entry(_one_backward_each)
+    message = str(caught.value)
+    for part in ("esperado: una sola entrada al motor", "obtenido: 3 entradas", "sección 6",
+                 "hint('weighted_backward')"):
         assert part in message, message

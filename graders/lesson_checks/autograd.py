@@ -6,7 +6,9 @@ the rules a loop's result must obey, what ``gradcheck`` says. No reference imple
 here.
 """
 
+import contextlib
 import math
+from unittest import mock
 
 import torch
 from torch import nn
@@ -32,37 +34,48 @@ HINTS = {
               "does not reset it (section 5, \"Gradients accumulate\"); count how many times each "
               "derivative arrives",
     },
+    "weighted_backward": {
+        "es": "una sola entrada al motor puede partir de varias salidas a la vez si cada una lleva sus "
+              "propios pesos, un tensor con su misma forma; un número es el mismo peso para todas sus "
+              "componentes, y el motor no acepta números sueltos (sección 6, «La entrada al motor»); "
+              "el motor ya suma en `.grad` lo que había",
+        "en": "a single entry into the engine can start from several outputs at once if each one brings "
+              "its own weights, a tensor of its own shape; a number is the same weight for all its "
+              "components, and the engine takes no bare numbers (section 6, \"The engine's entry\"); "
+              "the engine itself adds onto what `.grad` held",
+        "more": "weighted_backward",
+    },
     "second_derivative": {
         "es": "para derivar un gradiente otra vez, su cálculo tiene que quedar registrado en un grafo, y "
-              "x tiene que pedir gradiente sin tocar el tensor que te pasan (sección 6, «`retain_graph` "
+              "x tiene que pedir gradiente sin tocar el tensor que te pasan (sección 7, «`retain_graph` "
               "no es `create_graph`: segundas derivadas»)",
         "en": "to differentiate a gradient again, computing it must be recorded in a graph, and x must "
-              "ask for gradients without changing the tensor you were given (section 6, "
+              "ask for gradients without changing the tensor you were given (section 7, "
               "\"`retain_graph` is not `create_graph`: second derivatives\")",
         "more": "second_derivative",
     },
     "sgd_step": {
         "es": "la actualización tiene que cambiar el mismo tensor, en el sitio, sin que autograd la "
-              "registre, y después el gradiente usado se borra (sección 7, «Apagar el registro»); "
+              "registre, y después el gradiente usado se borra (sección 8, «Apagar el registro»); "
               "los parámetros sin gradiente no se tocan",
         "en": "the update must change the same tensor, in place, without autograd recording it, and "
-              "the gradient it used is cleared afterwards (section 7, \"Switching recording off\"); "
+              "the gradient it used is cleared afterwards (section 8, \"Switching recording off\"); "
               "parameters without a gradient are left alone",
     },
     "freeze_all_but_last": {
         "es": "la última capa es el último hijo que tiene parámetros, no el último hijo; congela y "
-              "descongela con lo que enseña la sección 8 («Congelar parámetros»), sin suponer cómo "
+              "descongela con lo que enseña la sección 9 («Congelar parámetros»), sin suponer cómo "
               "estaba cada parámetro antes, y cuenta solo los valores que siguen pidiendo gradiente",
         "en": "the last layer is the last child that has parameters, not the last child; freeze and "
-              "unfreeze with what section 8 (\"Freezing parameters\") shows, without assuming how "
+              "unfreeze with what section 9 (\"Freezing parameters\") shows, without assuming how "
               "each parameter was before, and count only the values that still require gradients",
     },
     "compound": {
-        "es": "un bucle de Python cuya condición depende de los datos, como en la sección 9 "
+        "es": "un bucle de Python cuya condición depende de los datos, como en la sección 10 "
               "(«*Define-by-run*»): repite mientras no se llegue al límite, cuenta las vueltas en un "
               "`int` y calcula `value` con operaciones de tensores, sin pasar por números de Python "
               "(`.item()`, `float()`), para que el grafo llegue a x y a rate",
-        "en": "a Python loop whose condition depends on the data, as in section 9 (\"*Define-by-run*\"): "
+        "en": "a Python loop whose condition depends on the data, as in section 10 (\"*Define-by-run*\"): "
               "repeat while the limit has not been reached, count the iterations in an `int`, and "
               "compute `value` with tensor operations, never through Python numbers (`.item()`, "
               "`float()`), so that the graph reaches x and rate",
@@ -70,11 +83,11 @@ HINTS = {
     "clipped_identity": {
         "es": "forward calcula el resultado recortado y guarda en `ctx` lo que backward necesitará; "
               "backward devuelve un gradiente por cada entrada de forward: el de recortar es 1 donde "
-              "el valor pasó intacto y 0 donde se recortó (sección 10, «Tu propia "
+              "el valor pasó intacto y 0 donde se recortó (sección 11, «Tu propia "
               "`torch.autograd.Function`»)",
         "en": "forward computes the clipped result and stores in `ctx` what backward will need; "
               "backward returns one gradient per input of forward: clipping's is 1 where the value "
-              "went through untouched and 0 where it was clipped (section 10, \"Your own "
+              "went through untouched and 0 where it was clipped (section 11, \"Your own "
               "`torch.autograd.Function`\")",
         "more": "clipped_identity",
     },
@@ -82,6 +95,17 @@ HINTS = {
 }
 
 MORE_HINTS = {
+    "weighted_backward": {
+        "es": "Primero, como hace la entrada de Python, prepara una lista con un tensor por salida: el "
+              "peso tal cual si ya es un tensor, y si es un número, un tensor con la forma y el dtype de "
+              "esa salida relleno de ese número. Después, una única llamada a la función de la sección 6 "
+              "que recibe la lista de salidas y la de sus pesos. No borres `.grad` ni lo asignes tú.",
+        "en": "First, as the Python entry does, build a list with one tensor per output: the weight as it "
+              "is when it is already a tensor, and when it is a number, a tensor shaped like that output, "
+              "with its dtype, filled with that number. Then a single call to the section 6 function that "
+              "takes the list of outputs and the list of their weights. Don't clear `.grad` or assign it "
+              "yourself.",
+    },
     "finite_difference_grad": {
         "es": "Recorre las posiciones de x en orden plano (una vista de una dimensión te deja "
               "numerarlas). Para cada una, construye un tensor de ceros con la forma de x y `eps` solo "
@@ -96,15 +120,15 @@ MORE_HINTS = {
     },
     "second_derivative": {
         "es": "Son dos derivadas seguidas. La primera debe dejar un resultado que tenga a su vez un "
-              "grafo (la sección 6 dice qué argumento lo pide); la segunda deriva ese resultado, "
+              "grafo (la sección 7 dice qué argumento lo pide); la segunda deriva ese resultado, "
               "reducido a un escalar, respecto al mismo x. Para que x pida gradiente sin cambiar el "
               "tensor del que llama, trabaja con un tensor separado del grafo que comparta sus datos "
-              "(sección 7).",
+              "(sección 8).",
         "en": "It is two derivatives in a row. The first must leave a result that has a graph of its "
-              "own (section 6 says which argument asks for it); the second differentiates that result, "
+              "own (section 7 says which argument asks for it); the second differentiates that result, "
               "reduced to a scalar, with respect to the same x. To make x require gradients without "
               "changing the caller's tensor, work on a tensor taken out of the graph that shares its "
-              "data (section 7).",
+              "data (section 8).",
     },
     "clipped_identity": {
         "es": "En forward, una máscara booleana dice qué valores están dentro de [low, high]: guárdala "
@@ -205,6 +229,91 @@ def check_predicted_grad(predicted_grad) -> None:
         name = f"predicted_grad({a:.3f}, {b:.3f}, {x0:.3f})"
         got = without_autograd(predicted_grad, a, b, x0, name=name, hint=HINTS["predicted_grad"])
         checks.check_close(got, gradient_after_snippet(a, b, x0), name=name, hint=HINTS["predicted_grad"])
+
+
+@contextlib.contextmanager
+def engine_spy():
+    """Records every entry into autograd's engine, where ``backward()``, ``torch.autograd.backward``
+    and ``torch.autograd.grad`` all end (``torch.autograd._engine_run_backward``): for each entry, the
+    tensors the walk started from and whether it accumulated into ``.grad``. Yields the list."""
+    entries = []
+    original = torch.autograd._engine_run_backward
+
+    def entry(roots, *args, **kwargs):
+        entries.append({"roots": tuple(roots), "accumulate": kwargs.get("accumulate_grad")})
+        return original(roots, *args, **kwargs)
+
+    with mock.patch.object(torch.autograd, "_engine_run_backward", entry):
+        yield entries
+
+
+def weighted_case(generator) -> dict:
+    """Three outputs of one graph whose gradients are known by hand, and their weights.
+
+    Leaves ``a`` (holding a gradient already) and ``b`` (``.grad`` None), a constant ``c`` and an
+    intermediate ``h = a·b`` shared by two outputs. Outputs and weights: ``(h·c).sum()`` with a
+    number w₁, ``a²`` with a tensor w₂, ``h + b`` with a number w₃ (every component weighted alike).
+    Then ``a.grad`` gains w₁·b·c + 2a·w₂ + w₃·b and ``b.grad`` becomes w₁·a·c + w₃·(a + 1).
+    """
+    size = int(torch.randint(2, 6, (), generator=generator))
+    a, b, c, before, w2 = (torch.randn(size, generator=generator, dtype=torch.float64) for _ in range(5))
+    w1, w3 = (round(v, 3) for v in (torch.rand(2, generator=generator) * 4 - 2).tolist())
+    a.requires_grad_(True)
+    b.requires_grad_(True)
+    a.grad = before.clone()
+    h = a * b
+    a0, b0 = a.detach().clone(), b.detach().clone()
+    return {"leaves": (a, b, c), "outputs": [(h * c).sum(), a ** 2, h + b], "weights": [w1, w2, w3],
+            "expected": (before + w1 * b0 * c + 2 * a0 * w2 + w3 * b0, w1 * a0 * c + w3 * (a0 + 1)),
+            "name": f"weighted_backward([(a·b·c).sum(), a², a·b + b], [{w1}, w2 ({size},), {w3}])"}
+
+
+def check_weighted_backward(weighted_backward) -> None:
+    """The leaves' ``.grad`` gain the weighted sum of the gradients, added to what they held."""
+    hint = HINTS["weighted_backward"]
+    case = weighted_case(checks.fresh_generator())
+    a, b, c = case["leaves"]
+    checks.check_runs(weighted_backward, case["outputs"], case["weights"], name=case["name"], hint=hint)
+    expected_a, expected_b = case["expected"]
+    checks.check_close(a.grad, expected_a, name=f"a.grad after {case['name']} (a.grad held a gradient)",
+                       hint=hint)
+    checks.check_close(b.grad, expected_b, name=f"b.grad after {case['name']} (b.grad was None)",
+                       hint=hint)
+    checks.check_true(c.grad is None, name=f"c.grad after {case['name']} (c is a constant)",
+                      expected="None", got=checks.describe(c.grad), hint=hint)
+
+
+ONE_ENTRY = {"es": "una sola entrada al motor", "en": "a single entry into the engine"}
+FROM_OUTPUTS = {"es": "la pasada hacia atrás parte de las salidas mismas, todas ellas",
+                "en": "the backward pass starts from the outputs themselves, all of them"}
+ACCUMULATES = {"es": "una entrada que acumula en .grad", "en": "an entry that accumulates into .grad"}
+RETURNS = {"es": "una entrada que devuelve los gradientes sin tocar .grad",
+           "en": "an entry that returns the gradients and leaves .grad alone"}
+
+
+def check_entered_once(entries, outputs, name: str, hint) -> None:
+    """What the spy saw: one entry, started from exactly ``outputs``, accumulating into ``.grad``."""
+    __tracebackhide__ = True
+    checks.check_true(len(entries) == 1, name=f"{name}: entries into the engine", expected=ONE_ENTRY,
+                      got={"es": f"{len(entries)} entradas", "en": f"{len(entries)} entries"}, hint=hint)
+    roots = entries[0]["roots"]
+    wanted = {id(output) for output in outputs}
+    found = sum(id(root) in wanted for root in roots)
+    checks.check_true(len(roots) == len(outputs) and found == len(outputs) == len(set(map(id, roots))),
+                      name=f"{name}: where the engine started", expected=FROM_OUTPUTS,
+                      got={"es": f"{len(roots)} tensores, {found} de ellos salidas",
+                           "en": f"{len(roots)} tensors, {found} of them outputs"}, hint=hint)
+    checks.check_true(entries[0]["accumulate"] is True, name=f"{name}: the engine's mode",
+                      expected=ACCUMULATES, got=RETURNS, hint=hint)
+
+
+def check_weighted_backward_one_entry(weighted_backward) -> None:
+    """A spy on the engine's entry: entered once, from the outputs themselves, accumulating."""
+    hint = HINTS["weighted_backward"]
+    case = weighted_case(checks.fresh_generator())
+    with engine_spy() as entries:
+        checks.check_runs(weighted_backward, case["outputs"], case["weights"], name=case["name"], hint=hint)
+    check_entered_once(entries, case["outputs"], case["name"], hint)
 
 
 def check_second_derivative(second_derivative) -> None:
