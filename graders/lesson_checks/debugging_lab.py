@@ -81,7 +81,7 @@ HINTS = {
         "more": "train_epoch_fixed",
     },
     "evaluate_fixed": {
-        "es": "evaluar es modo evaluación y sin grafo; al terminar, el modelo debe quedar en el modo "
+        "es": "evaluar pide modo evaluación y ningún grafo; al terminar, el modelo debe quedar en el modo "
               "en que llegó, así que anótalo antes de cambiarlo. Ver sección 9.",
         "en": "evaluating means evaluation mode and no graph; when done, the model must be left in the "
               "mode it arrived in, so note it down before changing it. See section 9.",
@@ -103,7 +103,7 @@ HINTS = {
     },
     "train_step_final": {
         "es": "son dos errores del laboratorio a la vez: los gradientes viejos en `.grad` (sección 1) y "
-              "el modo evaluación que se queda puesto (sección 9). Ver sección 12.",
+              "el modo evaluación que sigue activo (sección 9). Ver sección 12.",
         "en": "these are two of the lab's bugs at once: old gradients in `.grad` (section 1) and an "
               "evaluation mode that stays on (section 9). See section 12.",
         "more": "train_step_final",
@@ -585,7 +585,8 @@ def check_classifier_learns(Classifier, seed=507, n_in=2, n_classes=3, steps=40)
         adam.step()
     floor = math.log(1 + (n_classes - 1) / math.e)
     checks.check_true(objective.item() < floor / 2, hint=hint, got=f"{objective.item():.4f}",
-                      name={"es": f"pérdida tras {steps} pasos de Adam [{n_classes} clases, {n_in} rasgos]",
+                      name={"es": f"pérdida tras {steps} pasos de Adam "
+                                  f"[{n_classes} clases, {n_in} características]",
                             "en": f"loss after {steps} Adam steps [{n_classes} classes, {n_in} features]"},
                       expected={"es": f"menos de {floor / 2:.3f} (con softmax dentro del modelo no baja "
                                       f"de {floor:.3f})",
