@@ -29,6 +29,8 @@ print("loss per epoch:", history["loss"], f"{len(history)} runs")
 ax.set_title("training curve", fontsize=10)
 ax.plot([1, 2], label="validation" if True else "training")
 plt.show()  # noqa: E501
+print("operation".ljust(16), ", ".join(["a", "b"]))
+ax.barh(range(2), [1, 2], tick_label=["measured twice", "once"])
 '''
 CATALOGUE = {
     "Say what x holds.": "Dice qué contiene x.",
@@ -40,13 +42,17 @@ CATALOGUE = {
     "validation": "validación",
     "training": "entrenamiento",
     "loss": "pérdida",
+    "operation": "operación",
+    "measured twice": "medido dos veces",
+    "once": "una vez",
 }
 
 
 def test_comments_docstrings_and_labels_are_found():
     assert [t.key for t in code_texts(CELL)] == [
         "Say what x holds.", "the mean of each row", "one value per row", "loss per epoch:",
-        "{len(history)} runs", "training curve", "validation", "training"]
+        "{len(history)} runs", "training curve", "validation", "training", "operation",
+        "measured twice", "once"]
 
 
 def test_translation_replaces_prose_and_leaves_code_alone():
@@ -54,7 +60,8 @@ def test_translation_replaces_prose_and_leaves_code_alone():
     ast.parse(translated)
     for spanish in ("Dice qué contiene x.", "# la media de cada fila", "# un valor por fila",
                     '"pérdida por época:"', 'f"{len(history)} ejecuciones"',
-                    '"curva de entrenamiento"', '"validación" if True else "entrenamiento"'):
+                    '"curva de entrenamiento"', '"validación" if True else "entrenamiento"',
+                    '"operación".ljust(16)', '["medido dos veces", "una vez"]'):
         assert spanish in translated
     # "loss" is in the catalogue, but as a dict key it is code, not a label
     assert '{"loss": [1.0]}' in translated and 'history["loss"]' in translated

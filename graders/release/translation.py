@@ -31,8 +31,8 @@ CATALOGUES = SOLUTIONS / "translations"
 COMMON = "common"
 SOURCE_LANGUAGE = "en"
 LABEL_CALLS = {"print", "title", "set_title", "suptitle", "xlabel", "ylabel", "set_xlabel",
-               "set_ylabel", "text", "annotate", "legend"}
-LABEL_KEYWORDS = {"label", "title", "desc", "xlabel", "ylabel"}
+               "set_ylabel", "text", "annotate", "legend", "set_xticklabels", "set_yticklabels"}
+LABEL_KEYWORDS = {"label", "labels", "tick_label", "title", "desc", "xlabel", "ylabel"}
 # Python cell magics whose body is Python; any other (%%bash…) leaves the cell as written.
 PYTHON_CELL_MAGICS = ("%%writefile", "%%time", "%%timeit", "%%capture")
 NOT_PROSE = re.compile(r"^(noqa|type:|pragma|fmt:|#)")
@@ -104,6 +104,8 @@ def _label_nodes(node):
     elif isinstance(node, (ast.Tuple, ast.List)):
         for element in node.elts:
             yield from _label_nodes(element)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        yield from _label_nodes(node.func.value)  # a label laid out: "loss".ljust(12)
 
 
 def _called_name(call: ast.Call) -> str | None:
