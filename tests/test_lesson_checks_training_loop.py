@@ -5,12 +5,13 @@ The answers below are written here, as a student would; none of them lives in th
 """
 
 import copy
+import math
 
 import pytest
 import torch
 from check_messages import failure
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import course
 from course import training
@@ -341,6 +342,175 @@ def test_accumulation_checks_name_each_typical_mistake():
                  says="type")
 
 
+# ---------------------------------------------------------------------------------------- adamw_step
+def _moments(grad, state, betas):
+    """Both running averages, kept in ``state``, and their bias-corrected values."""
+    if not state:
+        state.update(step=0, m=torch.zeros_like(grad), v=torch.zeros_like(grad))
+    state["step"] += 1
+    state["m"].mul_(betas[0]).add_(grad, alpha=1 - betas[0])
+    state["v"].mul_(betas[1]).addcmul_(grad, grad, value=1 - betas[1])
+    return state["m"] / (1 - betas[0] ** state["step"]), state["v"] / (1 - betas[1] ** state["step"])
+
+
+def adamw_step(param, grad, state, lr, betas, eps, weight_decay):
+    m_hat, v_hat = _moments(grad, state, betas)
+    param.mul_(1 - lr * weight_decay)
+    param -= lr * m_hat / (v_hat.sqrt() + eps)
+
+
+def _adam_with_l2(param, grad, state, lr, betas, eps, weight_decay):
+    adamw_step(param, grad + weight_decay * param, state, lr, betas, eps, 0.0)
+
+
+def _no_bias_correction(param, grad, state, lr, betas, eps, weight_decay):
+    state.setdefault("m", torch.zeros_like(param)).mul_(betas[0]).add_(grad, alpha=1 - betas[0])
+    state.setdefault("v", torch.zeros_like(param)).mul_(betas[1]).addcmul_(grad, grad, value=1 - betas[1])
+    param.mul_(1 - lr * weight_decay)
+    param -= lr * state["m"] / (state["v"].sqrt() + eps)
+
+
+def _eps_inside_the_root(param, grad, state, lr, betas, eps, weight_decay):
+    m_hat, v_hat = _moments(grad, state, betas)
+    param.mul_(1 - lr * weight_decay)
+    param -= lr * m_hat / (v_hat + eps).sqrt()
+
+
+def _decay_without_lr(param, grad, state, lr, betas, eps, weight_decay):
+    adamw_step(param, grad, state, lr, betas, eps, 0.0)
+    param.mul_(1 - weight_decay)
+
+
+def _rebinding(param, grad, state, lr, betas, eps, weight_decay):
+    param = param - lr * grad.sign()   # noqa: F841 (the caller's tensor is left as it was)
+
+
+def _torch_adamw(param, grad, state, lr, betas, eps, weight_decay):
+    weights = nn.Parameter(param.clone())
+    optimizer = state.setdefault("optimizer", torch.optim.AdamW([weights], lr=lr, betas=betas, eps=eps,
+                                                                weight_decay=weight_decay))
+    weights.grad = grad
+    optimizer.step()
+    param.copy_(weights.detach())
+
+
+def test_adamw_checks_pass_a_right_answer_with_any_settings():
+    lesson.check_adamw_step_moments(adamw_step)
+    lesson.check_adamw_step_moments(adamw_step, seed=3, steps=7, lr=3e-3, betas=(0.8, 0.99), eps=1e-3)
+    lesson.check_adamw_step_decay(adamw_step)
+    lesson.check_adamw_step_decay(adamw_step, seed=4, steps=5, lr=0.05, betas=(0.5, 0.9), eps=1e-6,
+                                  weight_decay=0.3)
+
+
+def test_adamw_checks_fail_wrong_moments_with_expected_got_and_hint():
+    for wrong in (_no_bias_correction, _eps_inside_the_root, _rebinding):
+        message = failure(lesson.check_adamw_step_moments, wrong, says=("vs torch.optim.AdamW",
+                                                                          "the values differ"))
+        assert "bias correction" in message
+    failure(lesson.check_adamw_step_moments, _torch_adamw, says="torch.optim.AdamW is switched off")
+
+
+def test_adamw_decay_check_tells_decoupled_decay_from_adam_with_l2():
+    lesson.check_adamw_step_moments(_adam_with_l2)   # without weight decay the two are the same
+    for wrong in (_adam_with_l2, _decay_without_lr):
+        message = failure(lesson.check_adamw_step_decay, wrong, says=("with a zero gradient",
+                                                                       "the values differ"))
+        assert "lr·weight_decay" in message
+    failure(lesson.check_adamw_step_decay, lambda *args: adamw_step(*args[:-1], 0.0),
+            says="1 − lr·weight_decay")
+
+
+def test_adamw_shortcuts_are_switched_off_only_inside_the_check():
+    adam_class = torch.optim.AdamW
+    failure(lesson.check_adamw_step_decay, _torch_adamw, says="switched off")
+    assert torch.optim.AdamW is adam_class
+    trajectory = lesson.torch_adamw_trajectory(torch.ones(3, dtype=torch.float64),
+                                               [torch.zeros(3, dtype=torch.float64)] * 2, lr=0.1,
+                                               betas=(0.9, 0.999), eps=1e-8, weight_decay=0.5)
+    assert torch.allclose(trajectory[-1], torch.full((3,), 0.95 ** 2, dtype=torch.float64))
+
+
+# ------------------------------------------------------------------------------------- warmup_cosine
+def warmup_cosine(step, total_steps, warmup_steps, max_lr, min_lr):
+    if step < warmup_steps:
+        return max_lr * step / warmup_steps
+    done = (step - warmup_steps) / (total_steps - 1 - warmup_steps)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * done)) / 2
+
+
+def warmup_cosine_scheduler(optimizer, total_steps, warmup_steps, min_lr):
+    top = optimizer.param_groups[0]["lr"]
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, total_steps, warmup_steps, top, min_lr) / top)
+
+
+def _cosine_to_total_steps(step, total_steps, warmup_steps, max_lr, min_lr):
+    return warmup_cosine(step, total_steps + 1, warmup_steps, max_lr, min_lr)
+
+
+def _linear_decay(step, total_steps, warmup_steps, max_lr, min_lr):
+    done = (step - warmup_steps) / (total_steps - 1 - warmup_steps)
+    return max_lr * step / warmup_steps if step < warmup_steps else max_lr - (max_lr - min_lr) * done
+
+
+def _warmup_from_one_step(step, total_steps, warmup_steps, max_lr, min_lr):
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    return warmup_cosine(step, total_steps, warmup_steps, max_lr, min_lr)
+
+
+def test_schedule_checks_pass_a_right_answer_for_any_lengths():
+    for _ in range(10):
+        lesson.check_warmup_cosine(warmup_cosine)
+        lesson.check_warmup_cosine_scheduler(warmup_cosine_scheduler)
+    for case in [(9, 0, 1.0, 0.0), (2, 0, 0.1, 0.01), (30, 28, 0.5, 0.1), (101, 20, 3e-4, 3e-5)]:
+        rates = lesson.check_warmup_cosine(warmup_cosine, case=case)
+        scheduled = lesson.check_warmup_cosine_scheduler(warmup_cosine_scheduler, case=case)
+        assert scheduled == pytest.approx(rates)
+
+
+def test_schedule_check_fails_wrong_schedules_with_expected_got_and_hint():
+    for wrong in (_cosine_to_total_steps, _linear_decay, _warmup_from_one_step):
+        failure(lesson.check_warmup_cosine, wrong, says=("warmup_cosine(", "the values differ",
+                                                         "half a cosine"))
+    failure(lesson.check_warmup_cosine, lambda *args: torch.tensor(warmup_cosine(*args)),
+            says="the type is not the expected one")
+    message = failure(lesson.check_warmup_cosine, _linear_decay, case=(23, 2, 1.0, 0.0))
+    assert "rate at step 7 of" in message   # a quarter of the decay: (2 + √2)/4, not 0.75
+
+
+def test_schedule_shape_check_finds_a_rise_and_a_lopsided_cosine():
+    rates = [warmup_cosine(step, 15, 2, 1.0, 0.0) for step in range(15)]   # known at 0-2, 5, 8, 11, 14
+    hint = lesson.HINTS["warmup_cosine"]
+    swapped = [*rates[:9], rates[10], rates[9], *rates[11:]]
+    failure(lesson.check_schedule_shape, swapped, 15, 2, 1.0, 0.0, label="rates", hint=hint,
+            says=("a rate that never rises", "[9]"))
+    bumped = [*rates[:9], rates[9] + 0.01, *rates[10:]]
+    failure(lesson.check_schedule_shape, bumped, 15, 2, 1.0, 0.0, label="rates", hint=hint,
+            says=("rate(step) + rate(mirrored step) = max_lr + min_lr", "[7, 9]"))
+    failure(lesson.check_schedule_shape, rates[:-1], 15, 2, 1.0, 0.0, label="rates", hint=hint,
+            says="number of rates of rates")
+
+
+def test_scheduler_check_fails_a_rate_used_as_a_factor_and_the_course_schedulers():
+    def rate_as_factor(optimizer, total_steps, warmup_steps, min_lr):
+        top = optimizer.param_groups[0]["lr"]
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: warmup_cosine(step, total_steps, warmup_steps, top, min_lr))
+
+    def plain_cosine(optimizer, total_steps, warmup_steps, min_lr):
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps - 1, eta_min=min_lr)
+
+    def not_a_lambda(optimizer, total_steps, warmup_steps, min_lr):
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
+
+    failure(lesson.check_warmup_cosine_scheduler, rate_as_factor,
+            says=("get_last_lr()", "a factor, not a rate"))
+    failure(lesson.check_warmup_cosine_scheduler, plain_cosine, says="CosineAnnealingLR is switched off")
+    failure(lesson.check_warmup_cosine_scheduler, not_a_lambda, says=("LambdaLR", "StepLR"))
+    assert torch.optim.lr_scheduler.CosineAnnealingLR.__name__ == "CosineAnnealingLR"
+
+
 # ---------------------------------------------------------------------------------- make_classifier
 def _trained_enough():
     """A classifier that is right on every test image: a stand-in for a trained one."""
@@ -405,3 +575,164 @@ def test_messages_speak_spanish_in_the_spanish_edition():
 def test_every_hint_speaks_both_languages():
     for texts in [*lesson.HINTS.values(), *lesson.MORE_HINTS.values()]:
         assert texts["es"].strip() and texts["en"].strip()
+
+
+# ------------------------------------------------------------------ make_transform and make_loaders
+def make_transform(mean, std):
+    from torchvision import transforms
+
+    return transforms.Compose([transforms.ToTensor(), transforms.Normalize((mean,), (std,))])
+
+
+def make_loaders(root, transform, batch_size, num_workers=0, device="cpu", *, shuffle=(True, False),
+                 pin=None, train_splits=(True, False)):
+    from torchvision import datasets
+
+    pin = torch.device(device).type == "cuda" if pin is None else pin
+    sets = [datasets.FashionMNIST(root, train=split, transform=transform, download=False)
+            for split in train_splits]
+    return tuple(DataLoader(data, batch_size=batch_size, shuffle=mix, num_workers=num_workers,
+                            pin_memory=pin) for data, mix in zip(sets, shuffle, strict=True))
+
+
+def _variant(**options):
+    return lambda root, transform, batch_size, num_workers=0, device="cpu": make_loaders(
+        root, transform, batch_size, num_workers, device, **options)
+
+
+def test_make_transform_check_passes_a_right_answer_and_fails_wrong_ones():
+    from torchvision import transforms
+
+    lesson.check_make_transform(make_transform)
+    lesson.check_make_transform(make_transform, mean=0.5, std=0.25, size=(7, 13))
+    failure(lesson.check_make_transform, lambda mean, std: transforms.ToTensor(), says="the values differ")
+    failure(lesson.check_make_transform, lambda mean, std: make_transform(0.5, 0.5), says="the values differ")
+    unscaled = lambda mean, std: transforms.Compose([  # noqa: E731 (normalising 0-255 pixels)
+        transforms.PILToTensor(), transforms.ConvertImageDtype(torch.float32),
+        lambda t: (t * 255 - mean) / std])
+    failure(lesson.check_make_transform, unscaled, says="the values differ")
+    failure(lesson.check_make_transform, lambda mean, std: transforms.PILToTensor(), says="dtype")
+    failure(lesson.check_make_transform, lambda mean, std: None, says="a transform")
+
+
+def test_make_loaders_checks_pass_a_right_answer():
+    lesson.check_loaders_batches(make_loaders)
+    lesson.check_loaders_batches(make_loaders, batch_size=100)
+    lesson.check_loaders_order(make_loaders)
+    lesson.check_loaders_order(make_loaders, batch_size=33, workers=4)
+
+
+def test_make_loaders_checks_name_each_typical_mistake():
+    failure(lesson.check_loaders_order, _variant(shuffle=(False, False)), says="reshuffled every epoch")
+    failure(lesson.check_loaders_order, _variant(shuffle=(True, True)), says="test_loader: labels")
+    failure(lesson.check_loaders_order, _variant(pin=True), says="pin_memory")
+    failure(lesson.check_loaders_order, _variant(pin=False), says="pin_memory")
+    ignoring_workers = lambda root, transform, batch_size, num_workers=0, device="cpu": make_loaders(  # noqa: E731
+        root, transform, batch_size, 0, device)
+    failure(lesson.check_loaders_order, ignoring_workers, says="num_workers")
+    failure(lesson.check_loaders_batches, _variant(train_splits=(True, True)),
+            says="len(test_loader.dataset)")
+    failure(lesson.check_loaders_batches, _variant(train_splits=(False, False)),
+            says="len(train_loader.dataset)")
+
+    def test_from_train(root, transform, batch_size, num_workers=0, device="cpu"):
+        train, _ = make_loaders(root, transform, batch_size, num_workers, device)
+        return train, DataLoader(Subset(train.dataset, range(10_000)), batch_size=batch_size)
+
+    failure(lesson.check_loaders_batches, test_from_train, says="an image that is not in test")
+    own_transform = lambda root, transform, batch_size, num_workers=0, device="cpu": make_loaders(  # noqa: E731
+        root, make_transform(0.286, 0.353), batch_size, num_workers, device)
+    failure(lesson.check_loaders_batches, own_transform, says="with the transform PixelsPlus(")
+    failure(lesson.check_loaders_batches, lambda *args, **kwargs: make_loaders(*args, **kwargs)[0],
+            says="the type is not the expected one")
+
+
+def test_make_loaders_checks_switch_the_courses_data_helpers_off():
+    def with_course_helpers(root, transform, batch_size, num_workers=0, device="cpu"):
+        return tuple(training.make_loader(course.fashion_mnist(train=split, transform=transform),
+                                          batch_size=batch_size, shuffle=split, device=device)
+                     for split in (True, False))
+
+    message = failure(lesson.check_loaders_batches, with_course_helpers, says="raised an exception")
+    assert "is switched off" in message
+    assert course.fashion_mnist.__name__ == "fashion_mnist" and training.make_loader.__name__ == "make_loader"
+
+
+def test_pixels_plus_keeps_the_raw_pixels_traceable():
+    images, labels = lesson.raw_split("test")
+    dataset = course.fashion_mnist(train=False, transform=lesson.PixelsPlus(0.5))
+    image, label = dataset[3]
+    assert image.shape == (1, 28, 28) and image.dtype == torch.float32
+    assert torch.equal(image, images[3][None].float() + 0.5) and label == labels[3].item()
+
+
+# -------------------------------------------------------------------------------------- log_epoch
+def log_epoch(writer, epoch, batch_losses, metrics):
+    n = len(batch_losses)
+    for i, loss in enumerate(batch_losses):
+        writer.add_scalar("loss/train", loss, epoch * n + i)
+    for tag, value in metrics.items():
+        writer.add_scalar(tag, value, epoch)
+    writer.flush()
+
+
+def _restarting_steps(writer, epoch, batch_losses, metrics):
+    for i, loss in enumerate(batch_losses):
+        writer.add_scalar("loss/train", loss, i)
+    for tag, value in metrics.items():
+        writer.add_scalar(tag, value, epoch)
+    writer.flush()
+
+
+def _metrics_at_the_global_step(writer, epoch, batch_losses, metrics):
+    n = len(batch_losses)
+    for i, loss in enumerate(batch_losses):
+        writer.add_scalar("loss/train", loss, epoch * n + i)
+    for tag, value in metrics.items():
+        writer.add_scalar(tag, value, (epoch + 1) * n)
+    writer.flush()
+
+
+def _without_flush(writer, epoch, batch_losses, metrics):
+    n = len(batch_losses)
+    for i, loss in enumerate(batch_losses):
+        writer.add_scalar("loss/train", loss, epoch * n + i)
+    for tag, value in metrics.items():
+        writer.add_scalar(tag, value, epoch)
+
+
+def _grouped_with_add_scalars(writer, epoch, batch_losses, metrics):
+    n = len(batch_losses)
+    for i, loss in enumerate(batch_losses):
+        writer.add_scalars("loss", {"train": loss}, epoch * n + i)
+    writer.add_scalars("epoch", metrics, epoch)
+    writer.flush()
+
+
+def test_log_epoch_checks_pass_a_right_answer():
+    lesson.check_log_epoch_steps(log_epoch)
+    lesson.check_log_epoch_steps(log_epoch, epochs=4, batches=7, tags=("loss/val",))
+    lesson.check_log_epoch_steps(log_epoch, epochs=2, batches=1, tags=())
+    lesson.check_log_epoch_metrics(log_epoch)
+    lesson.check_log_epoch_metrics(log_epoch, epochs=5, batches=3, tags=("accuracy/val", "loss/val", "lr"))
+
+
+def test_log_epoch_checks_name_each_typical_mistake():
+    failure(lesson.check_log_epoch_steps, _restarting_steps, says="steps")
+    lesson.check_log_epoch_metrics(_restarting_steps)   # the metrics part is right
+    failure(lesson.check_log_epoch_metrics, _metrics_at_the_global_step, says="steps")
+    lesson.check_log_epoch_steps(_metrics_at_the_global_step)
+    lesson.check_log_epoch_steps(_without_flush)     # the check flushes: not flushing is no race to lose
+    lesson.check_log_epoch_metrics(_without_flush)
+    message = failure(lesson.check_log_epoch_steps, _grouped_with_add_scalars,
+                      says="tags in the writer's folder")
+    assert "expected: 'loss/train'" in message
+    failure(lesson.check_log_epoch_steps, lambda *args: 1 / 0, says="ZeroDivisionError")
+
+
+def test_log_epoch_values_are_compared_as_the_file_stores_them():
+    scalars, losses, metrics = lesson.watch_log_epoch(log_epoch, epochs=2, batches=3, tags=("lr",),
+                                                      generator=torch.Generator().manual_seed(0))
+    assert [step for step, _ in scalars["loss/train"]] == list(range(6))
+    assert [value for _, value in scalars["lr"]] == pytest.approx([m["lr"] for m in metrics], rel=1e-6)
+    assert len(losses) == 2 and all(len(epoch) == 3 for epoch in losses)

@@ -11,7 +11,9 @@ reference loop. While a check runs, the course's own loop (``training.run_epoch`
 
 import contextlib
 import copy
+import importlib
 import math
+import warnings
 
 import torch
 from torch import nn
@@ -21,6 +23,27 @@ from graders import checks
 from graders.checks import say
 
 HINTS = {
+    "make_transform": {
+        "es": "son dos transformaciones encadenadas, y el orden cuenta (sección 1, «Transformaciones y "
+              "normalización»): primero la imagen pasa a un tensor float con valores en [0, 1] y forma "
+              "(canal, alto, ancho); después se le resta la media y se divide entre la desviación "
+              "típica que recibe la función, no unas fijas",
+        "en": "it is two transforms chained, and the order matters (section 1, \"Transforms and "
+              "normalisation\"): first the image becomes a float tensor with values in [0, 1] and shape "
+              "(channel, height, width); then the mean the function receives is subtracted and the result "
+              "divided by its standard deviation, not by fixed ones",
+    },
+    "make_loaders": {
+        "es": "dos conjuntos de datos de torchvision, el de entrenamiento y el de test, leídos de `root` "
+              "sin descargar nada y con la transformación que recibe la función; y dos DataLoader con "
+              "el mismo tamaño de lote: solo el de entrenamiento se baraja, los dos usan `num_workers`, y "
+              "la memoria fijada solo tiene sentido si `device` es CUDA (sección 1, «El DataLoader»)",
+        "en": "two torchvision data sets, the training one and the test one, read from `root` without "
+              "downloading anything and with the transform the function receives; and two DataLoaders "
+              "with the same batch size: only the training one shuffles, both use `num_workers`, and "
+              "pinned memory only makes sense when `device` is CUDA (section 1, \"The DataLoader\")",
+        "more": "make_loaders",
+    },
     "accuracy": {
         "es": "la clase predicha de cada fila es la posición de su mayor logit (sección 3, último "
               "párrafo); la exactitud es la fracción de filas en que coincide con la clase verdadera, "
@@ -42,22 +65,64 @@ HINTS = {
     "train_one_epoch_loss": {
         "es": "cada lote aporta su pérdida media multiplicada por su número de ejemplos, y la suma se "
               "divide entre el total de ejemplos, no entre el número de lotes: el último lote puede ser "
-              "más pequeño (enunciado del ejercicio 2); devuelve un número de Python",
+              "más pequeño (enunciado del ejercicio 3); devuelve un número de Python",
         "en": "each batch contributes its mean loss times its number of examples, and the sum is "
               "divided by the total number of examples, not by the number of batches: the last batch "
-              "may be smaller (exercise 2's text); return a Python number",
+              "may be smaller (exercise 3's text); return a Python number",
     },
     "evaluate": {
         "es": "evaluar pide dos cosas distintas (sección 4, «Evaluar»): poner las capas en modo "
               "evaluación, que cambia Dropout y BatchNorm, y recorrer el loader sin construir el grafo; "
               "ninguna sustituye a la otra, y al salir el modelo vuelve al modo en que entró. La "
-              "pérdida se pondera por el tamaño de cada lote, como en el ejercicio 2",
+              "pérdida se pondera por el tamaño de cada lote, como en el ejercicio 3",
         "en": "evaluating takes two different things (section 4, \"Evaluating\"): putting the layers in "
               "evaluation mode, which changes Dropout and BatchNorm, and going through the loader "
               "without building the graph; neither replaces the other, and on the way out the model "
               "goes back to the mode it came in with. The loss is weighted by each batch's size, as "
-              "in exercise 2",
+              "in exercise 3",
         "more": "evaluate",
+    },
+    "adamw_step": {
+        "es": "Adam guarda entre llamadas dos medias móviles por peso, la del gradiente y la de su "
+              "cuadrado, y cuenta los pasos desde 1; como las dos empezaron en cero, se dividen por su "
+              "corrección de sesgo antes de usarlas, y eps se suma fuera de la raíz (sección 5, «Dentro "
+              "de Adam y AdamW»). `param` cambia en su sitio: dar otro valor al nombre dentro de la "
+              "función no cambia el tensor de quien la llama",
+        "en": "Adam keeps two running averages per weight between calls, of the gradient and of its "
+              "square, and counts steps from 1; since both started at zero, they are divided by their "
+              "bias correction before use, and eps is added outside the square root (section 5, "
+              "\"Inside Adam and AdamW\"). `param` changes in place: giving the name another value "
+              "inside the function does not change the caller's tensor",
+        "more": "adamw_step",
+    },
+    "adamw_decay": {
+        "es": "en AdamW el decaimiento no pasa por el gradiente ni por las medias móviles: en cada paso, "
+              "antes del paso de Adam, cada peso pierde por su cuenta una fracción lr·weight_decay de sí "
+              "mismo (sección 5, enunciado del ejercicio). Sumado al gradiente, el denominador adaptativo "
+              "lo reescala: eso es Adam con L2",
+        "en": "in AdamW the decay goes through neither the gradient nor the running averages: in every "
+              "step, before Adam's step, each weight loses a fraction lr·weight_decay of itself on its "
+              "own (section 5, the exercise's text). Added to the gradient, the adaptive denominator "
+              "rescales it: that is Adam with L2",
+    },
+    "warmup_cosine": {
+        "es": "dos tramos (sección 6, «Calentamiento y coseno»): una recta que sale de 0 y llega a max_lr "
+              "justo en el paso warmup_steps, y medio coseno cuya fracción recorrida vale 0 en el paso "
+              "warmup_steps y 1 en el último paso, total_steps − 1, donde la tasa es min_lr; devuelve "
+              "un float de Python",
+        "en": "two pieces (section 6, \"Warm-up and cosine\"): a straight line that starts at 0 and "
+              "reaches max_lr right at step warmup_steps, and half a cosine whose fraction done is 0 at "
+              "step warmup_steps and 1 at the last step, total_steps − 1, where the rate is min_lr; "
+              "return a Python float",
+        "more": "warmup_cosine",
+    },
+    "warmup_cosine_scheduler": {
+        "es": "LambdaLR multiplica la tasa con la que se creó el optimizador por lo que devuelve tu "
+              "función en cada paso: es un factor, no una tasa (sección 6, «Calentamiento y coseno»). "
+              "El máximo es la lr del optimizador, y el factor del último paso lleva a min_lr",
+        "en": "LambdaLR multiplies the rate the optimizer was created with by what your function returns "
+              "at each step: it is a factor, not a rate (section 6, \"Warm-up and cosine\"). The peak is "
+              "the optimizer's lr, and the last step's factor leads to min_lr",
     },
     "fit": {
         "es": "en cada época, tu train_one_epoch y una sola evaluación con tu evaluate; el mejor estado "
@@ -102,10 +167,43 @@ HINTS = {
               "logits per image, no softmax (section 3). If it falls short of 80 %, more channels or "
               "more epochs",
     },
+    "log_epoch": {
+        "es": "cada punto que escribe un SummaryWriter es una etiqueta, un valor y un paso, y se lee tal "
+              "como se escribió (sección 11): las pérdidas por lote siguen numerándose de una época a la "
+              "siguiente en lugar de volver a 0, y cada métrica de la época va con su propia etiqueta, "
+              "escrita en la misma carpeta, y con la época como paso",
+        "en": "each point a SummaryWriter writes is a tag, a value and a step, and it is read back as "
+              "written (section 11): per-batch losses keep counting from one epoch to the next instead "
+              "of going back to 0, and each epoch metric goes under its own tag, written into the same "
+              "folder, with the epoch as its step",
+        "more": "log_epoch",
+    },
     "concept_check": checks.CONCEPT_HINT,
 }
 
 MORE_HINTS = {
+    "make_loaders": {
+        "es": "La clase de torchvision se construye dos veces, con `train=True` y con `train=False`, "
+              "ambas con `download=False`. Cada DataLoader recibe su conjunto, el tamaño de lote, si baraja "
+              "o no, `num_workers` y `pin_memory`; este último es un booleano que sale de comparar el "
+              "tipo del dispositivo (`torch.device(device).type`) con \"cuda\", que vale tanto para "
+              "\"cuda\" como para \"cuda:0\" o un `torch.device`.",
+        "en": "The torchvision class is built twice, with `train=True` and with `train=False`, both with "
+              "`download=False`. Each DataLoader gets its data set, the batch size, whether it shuffles, "
+              "`num_workers` and `pin_memory`; the last one is a boolean that comes from comparing the "
+              "device's type (`torch.device(device).type`) with \"cuda\", which works for \"cuda\", "
+              "\"cuda:0\" and a `torch.device` alike.",
+    },
+    "log_epoch": {
+        "es": "Con n = len(batch_losses), el lote i de la época `epoch` es el paso epoch · n + i. Recorre "
+              "`metrics.items()` y escribe cada valor con su clave como etiqueta y `epoch` como paso, con "
+              "`add_scalar` (en singular: `add_scalars` escribe cada curva en una subcarpeta, que "
+              "TensorBoard trata como otro experimento).",
+        "en": "With n = len(batch_losses), batch i of epoch `epoch` is step epoch · n + i. Go through "
+              "`metrics.items()` and write each value with its key as the tag and `epoch` as the step, with "
+              "`add_scalar` (singular: `add_scalars` writes each curve into a subfolder, which TensorBoard "
+              "treats as another run).",
+    },
     "train_one_epoch": {
         "es": "Vuelve a la lista numerada de la sección 4 y a la celda que la sigue: allí los cinco "
               "pasos se repiten sobre un mismo lote; tu bucle hace lo mismo con cada lote del loader, "
@@ -125,6 +223,32 @@ MORE_HINTS = {
               "evaluation mode; in the middle, the whole pass over the loader inside the context that "
               "stops the graph from being built (the example cell of \"Evaluating\" uses it), adding "
               "up the weighted loss and the hits; on exit, give the model back the mode you noted.",
+    },
+    "adamw_step": {
+        "es": "En la primera llamada `state` está vacío: guarda en él un contador de pasos a cero y dos "
+              "tensores de ceros con la forma de `param`. En cada llamada: suma 1 al contador, mezcla el "
+              "gradiente nuevo en cada media con su beta, divide cada media entre 1 menos su beta elevada "
+              "al número de pasos, y resta a `param` lr veces la primera media corregida dividida entre la "
+              "raíz de la segunda más eps. Las operaciones acabadas en `_`, y `-=`, cambian el tensor en "
+              "su sitio.",
+        "en": "On the first call `state` is empty: store in it a step counter at zero and two tensors of "
+              "zeros shaped like `param`. On every call: add 1 to the counter, blend the new gradient into "
+              "each average with its beta, divide each average by 1 minus its beta to the power of the "
+              "number of steps, and subtract from `param` lr times the corrected first average divided by "
+              "the square root of the second plus eps. Operations ending in `_`, and `-=`, change the "
+              "tensor in place.",
+    },
+    "warmup_cosine": {
+        "es": "Durante el calentamiento la tasa es proporcional al paso. Después, la fracción recorrida "
+              "son los pasos dados desde el final del calentamiento divididos entre los que hay hasta el "
+              "último paso (el último es total_steps − 1, no total_steps). El coseno de π por esa fracción "
+              "va de 1 a −1; súmale 1 y divide entre 2 para que vaya de 1 a 0, y úsalo como la parte de "
+              "la distancia entre min_lr y max_lr que queda por encima de min_lr.",
+        "en": "During the warm-up the rate is proportional to the step. After it, the fraction done is "
+              "the steps taken since the end of the warm-up divided by those up to the last step (the "
+              "last one is total_steps − 1, not total_steps). The cosine of π times that fraction goes "
+              "from 1 to −1; add 1 and divide by 2 so that it goes from 1 to 0, and use it as the share "
+              "of the distance between min_lr and max_lr that stays above min_lr.",
     },
     "fit": {
         "es": "Guarda dos cosas fuera del bucle de épocas: la mejor exactitud vista (empieza por debajo "
@@ -150,7 +274,8 @@ MORE_HINTS = {
 
 CONCEPT_KEYS = ["softmax_before_loss", "eval_disables_grad", "grads_accumulate", "step_before_backward",
                 "keep_last_epoch", "accumulation_matches", "clip_keeps_direction", "pin_memory_cpu",
-                "normalize_with_test"]
+                "normalize_with_test", "adam_l2_is_adamw", "lambda_returns_rate", "inference_tensor_reuse",
+                "log_step_restarts"]
 
 CPU = torch.device("cpu")
 BATCH_EVENTS = ["forward", "loss", "backward", "step"]
@@ -294,7 +419,206 @@ def _first_batch_off(events, batches):
     return None, None
 
 
-# ------------------------------------------------------------------------------ exercise 1: accuracy
+# -------------------------------------------------------------------- exercise 1: the data, by hand
+DATA_HELPERS_OFF = {
+    "es": "{name} está desactivado durante esta comprobación: el ejercicio pide construir los datos "
+          "con torchvision y DataLoader",
+    "en": "{name} is switched off during this check: the exercise asks you to build the data with "
+          "torchvision and DataLoader",
+}
+SPLIT_SIZES = {"train": 60_000, "test": 10_000}
+# What DataLoader warns about the machine, not the answer: more workers than cores (the loaders built
+# with workers are only looked at), pinned memory without a GPU. A grade cell must not write to stderr.
+MACHINE_WARNINGS = (r"This DataLoader will create", r"'pin_memory' argument is set as true")
+
+
+@contextlib.contextmanager
+def quiet_machine_warnings():
+    with warnings.catch_warnings():
+        for message in MACHINE_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=UserWarning)
+        yield
+
+
+def _random_image(generator: torch.Generator, height: int, width: int):
+    """A greyscale PIL image of random pixels, and those pixels as a uint8 ``(1, H, W)`` tensor."""
+    from torchvision.transforms.functional import to_pil_image
+
+    pixels = torch.randint(0, 256, (1, height, width), generator=generator, dtype=torch.uint8)
+    return to_pil_image(pixels), pixels
+
+
+def check_make_transform(make_transform, *, mean=None, std=None, size=(28, 28)) -> None:
+    """A uint8 PIL image becomes float32 ``(1, H, W)``: scaled to [0, 1], then normalised with the
+    mean and standard deviation given (drawn afresh on each run unless the call fixes them)."""
+    __tracebackhide__ = True
+    hint = HINTS["make_transform"]
+    g = checks.fresh_generator()
+    mean = round(0.1 + 0.5 * torch.rand(1, generator=g).item(), 3) if mean is None else mean
+    std = round(0.2 + 0.4 * torch.rand(1, generator=g).item(), 3) if std is None else std
+    label = f"make_transform({mean}, {std})"
+    transform = checks.check_runs(make_transform, mean, std, name=label, hint=hint)
+    checks.check_true(callable(transform), name=label, hint=hint, got=checks.describe(transform),
+                      expected={"es": "una transformación: algo que se llama con una imagen",
+                                "en": "a transform: something you call with an image"})
+    image, pixels = _random_image(g, *size)
+    name = f"{label}(PIL image, {size[0]}×{size[1]} uint8 pixels)"
+    got = checks.check_runs(transform, image, name=name, hint=hint)
+    expected = (pixels.to(torch.float32) / 255 - mean) / std
+    checks.check_close(got, expected, name=name, hint=hint, rtol=1e-5, atol=1e-5)
+
+
+class PixelsPlus:
+    """The transform the checks hand to ``make_loaders``: the raw pixels as float32 ``(1, 28, 28)``
+    plus an offset drawn by the check, so that every image a loader gives can be traced back to the
+    files (and to the transform having been applied)."""
+
+    def __init__(self, offset: float):
+        self.offset = offset
+
+    def __call__(self, image):
+        from torchvision.transforms.functional import pil_to_tensor
+
+        return pil_to_tensor(image).to(torch.float32) + self.offset
+
+    def __repr__(self):
+        return f"PixelsPlus({self.offset})"
+
+
+def raw_split(split: str):
+    """``(images uint8 (N, 28, 28), labels (N,))`` of a FashionMNIST split, as the course reads it."""
+    from course import data
+
+    dataset = data.fashion_mnist(train=split == "train")
+    return dataset.data, dataset.targets
+
+
+def _labels_by_image(split: str) -> dict:
+    """The raw bytes of each image of a split → the set of labels that image has there."""
+    images, labels = raw_split(split)
+    index = {}
+    for pixels, label in zip(images.reshape(len(images), -1).numpy(), labels.tolist(), strict=True):
+        index.setdefault(pixels.tobytes(), set()).add(label)
+    return index
+
+
+@contextlib.contextmanager
+def data_helpers_off(student_function):
+    """The course's own ways to the data (``fashion_mnist``, ``make_loader``, ``fashion_splits``) off."""
+    from course import data, training  # here, not at the top: every kernel imports this module at start
+
+    targets = [(data, "fashion_mnist"), (training, "make_loader"), (training, "fashion_splits")]
+    with checks.switched_off(targets, DATA_HELPERS_OFF, getattr(student_function, "__globals__", {})):
+        yield
+
+
+def build_loaders(make_loaders, *, batch_size: int, offset: float, num_workers: int = 0, device="cpu"):
+    """``make_loaders(root, PixelsPlus(offset), batch_size, ...)`` with the course's data helpers off;
+    checks that it returns two DataLoaders and gives them back with the call's label."""
+    __tracebackhide__ = True
+    from course import data
+
+    hint = HINTS["make_loaders"]
+    root = data.ensure_fashion_mnist()
+    label = (f"make_loaders(root, transform, {batch_size}, num_workers={num_workers}, "
+             f"device={str(device)!r})")
+    with data_helpers_off(make_loaders), quiet_machine_warnings():
+        result = checks.check_runs(make_loaders, root, PixelsPlus(offset), batch_size, name=label,
+                                   hint=hint, num_workers=num_workers, device=device)
+    checks.check_type(result, (tuple, list), name=label, hint=hint)
+    checks.check_equal(len(result), 2, hint=hint, name={"es": f"len({label})", "en": f"len({label})"})
+    for which, loader in zip(("train_loader", "test_loader"), result, strict=True):
+        checks.check_type(loader, DataLoader, name=f"{which} = {label}[{which == 'test_loader':d}]",
+                          hint=hint)
+    return result[0], result[1], label
+
+
+def first_batch(loader, name: str, hint):
+    """``next(iter(loader))`` as ``(images, labels)``, checked to be a pair of tensors."""
+    __tracebackhide__ = True
+    with quiet_machine_warnings():
+        batch = checks.check_runs(lambda: next(iter(loader)), name=f"next(iter({name}))", hint=hint)
+    checks.check_type(batch, (tuple, list), name=f"next(iter({name}))", hint=hint)
+    checks.check_equal(len(batch), 2, name=f"len(next(iter({name})))", hint=hint)
+    return batch[0], batch[1]
+
+
+def _draw_offset(generator) -> float:
+    return round(0.25 + torch.rand(1, generator=generator).item(), 3)
+
+
+def check_loaders_batches(make_loaders, *, batch_size: int | None = None) -> None:
+    """The training and test splits whole, and first batches of the right shapes and dtypes whose
+    every image comes from the right split, through the transform given, with its own label."""
+    __tracebackhide__ = True
+    hint = HINTS["make_loaders"]
+    g = checks.fresh_generator()
+    batch_size = int(torch.randint(8, 41, (1,), generator=g)) if batch_size is None else batch_size
+    offset = _draw_offset(g)
+    train, test, _ = build_loaders(make_loaders, batch_size=batch_size, offset=offset)
+    for split, loader in (("train", train), ("test", test)):
+        name = f"{split}_loader"
+        checks.check_equal(checks.check_runs(len, loader.dataset, name=f"len({name}.dataset)", hint=hint),
+                           SPLIT_SIZES[split], name=f"len({name}.dataset)", hint=hint)
+        images, labels = first_batch(loader, name, hint)
+        checks.check_shape(images, (batch_size, 1, 28, 28), name=f"{name}: images", hint=hint)
+        checks.check_dtype(images, torch.float32, name=f"{name}: images", hint=hint)
+        checks.check_shape(labels, (batch_size,), name=f"{name}: labels", hint=hint)
+        checks.check_dtype(labels, torch.int64, name=f"{name}: labels", hint=hint)
+        known = _labels_by_image(split)
+        raw = (images - offset).round().clamp(0, 255).to(torch.uint8).reshape(batch_size, -1).numpy()
+        for row, (pixels, label) in enumerate(zip(raw, labels.tolist(), strict=True)):
+            found = known.get(pixels.tobytes())
+            checks.check_true(found is not None and label in found, hint=hint, name={
+                "es": f"{name}: imagen {row} del primer lote (con la transformación {PixelsPlus(offset)})",
+                "en": f"{name}: image {row} of the first batch (with the transform {PixelsPlus(offset)})"},
+                expected={"es": f"una imagen de {split} con la transformación aplicada, y su etiqueta",
+                          "en": f"a {split} image with the transform applied, and its label"},
+                got={"es": f"etiqueta {label}; " + ("imagen que no está en " + split if found is None
+                                                    else f"la imagen tiene la etiqueta {sorted(found)}"),
+                     "en": f"label {label}; " + (f"an image that is not in {split}" if found is None
+                                                 else f"the image has label {sorted(found)}")})
+
+
+def check_loaders_order(make_loaders, *, batch_size: int | None = None, workers: int | None = None) -> None:
+    """Training order new every epoch, test order always the data set's; ``num_workers`` as given to
+    both loaders, ``pin_memory`` on only for a CUDA device (the loaders built with workers or for CUDA
+    are looked at, not iterated)."""
+    __tracebackhide__ = True
+    hint = HINTS["make_loaders"]
+    g = checks.fresh_generator()
+    batch_size = int(torch.randint(8, 41, (1,), generator=g)) if batch_size is None else batch_size
+    workers = int(torch.randint(1, 4, (1,), generator=g)) if workers is None else workers
+    offset = _draw_offset(g)
+    train, test, _ = build_loaders(make_loaders, batch_size=batch_size, offset=offset)
+    first, second = first_batch(train, "train_loader", hint), first_batch(train, "train_loader", hint)
+    checks.check_true(not torch.equal(first[1], second[1]) or not torch.equal(first[0], second[0]),
+                      hint=hint, name={"es": "train_loader: primer lote de dos épocas seguidas",
+                                       "en": "train_loader: first batch of two epochs in a row"},
+                      expected={"es": "distintos (barajado de nuevo en cada época)",
+                                "en": "different (reshuffled every epoch)"},
+                      got={"es": f"los mismos ejemplos, etiquetas {first[1][:8].tolist()}…",
+                           "en": f"the same examples, labels {first[1][:8].tolist()}…"})
+    images, labels = raw_split("test")
+    for epoch in range(2):
+        got = first_batch(test, "test_loader", hint)
+        name = {"es": f"test_loader: etiquetas del primer lote de la pasada {epoch + 1}",
+                "en": f"test_loader: labels of the first batch of pass {epoch + 1}"}
+        checks.check_close(got[1], labels[:batch_size], name=name, hint=hint)
+        checks.check_close(got[0], images[:batch_size, None].to(torch.float32) + offset, hint=hint, name={
+            "es": f"test_loader: imágenes del primer lote de la pasada {epoch + 1} "
+                  "(en el orden del conjunto)",
+            "en": f"test_loader: images of the first batch of pass {epoch + 1} (in the data set's order)"})
+    for device, pinned in (("cpu", False), (torch.device("cuda:0"), True), ("cuda", True)):
+        train, test, label = build_loaders(make_loaders, batch_size=batch_size, offset=offset,
+                                           num_workers=workers, device=device)
+        for which, loader in (("train_loader", train), ("test_loader", test)):
+            checks.check_equal(loader.num_workers, workers, name=f"{which}.num_workers ({label})", hint=hint)
+            checks.check_equal(bool(loader.pin_memory), pinned, name=f"{which}.pin_memory ({label})",
+                               hint=hint)
+
+
+# ------------------------------------------------------------------------------ exercise 2: accuracy
 def planned_logits(seed: int, examples: int, classes: int):
     """Random logits, targets that agree with the largest logit in exactly ``right`` rows, ``right``."""
     g = torch.Generator().manual_seed(seed)
@@ -322,7 +646,7 @@ def check_accuracy(accuracy, *, seed: int = 1401, examples: int = 12, classes: i
         checks.check_close(got, expected, name=name, hint=hint)
 
 
-# ----------------------------------------------------------------------- exercise 2: train_one_epoch
+# ----------------------------------------------------------------------- exercise 3: train_one_epoch
 def _small_mlp(seed: int, widths) -> nn.Sequential:
     torch.manual_seed(seed)
     layers = []
@@ -400,7 +724,7 @@ def check_train_one_epoch_loss(train_one_epoch, *, seed: int = 1403, examples: i
     checks.check_close(returned, recorder.weighted_loss(), name=label, hint=hint)
 
 
-# ------------------------------------------------------------------------------ exercise 3: evaluate
+# ------------------------------------------------------------------------------ exercise 4: evaluate
 def evaluation_case(seed: int, examples: int, batch_size: int, classes: int = 4, features: int = 6):
     """A model with BatchNorm and Dropout in training mode, and a loader whose labels agree with the
     model's evaluation-mode prediction on exactly ``right`` examples: ``(model, loader, right)``.
@@ -476,7 +800,220 @@ def check_evaluate_leaves_no_trace(evaluate, *, seed: int = 1405, examples: int 
                                               "en": "model.training afterwards"}))
 
 
-# ----------------------------------------------------------------------------------- exercise 4: fit
+# --------------------------------------------------------------------------- exercise 5: adamw_step
+def adam_shortcuts() -> list:
+    """Torch's Adam and AdamW, as classes and as the functions that do one step of them."""
+    adam, adamw = (importlib.import_module(f"torch.optim.{name}") for name in ("adam", "adamw"))
+    functional = importlib.import_module("torch.optim._functional")
+    return [(torch.optim, "Adam"), (torch.optim, "AdamW"), (adam, "Adam"), (adamw, "AdamW"),
+            (adam, "adam"), (adamw, "adamw"), (functional, "adam"), (functional, "adamw"),
+            (adam, "_single_tensor_adam"), (adam, "_multi_tensor_adam"), (adam, "_fused_adam"),
+            (torch, "_fused_adam_"), (torch, "_fused_adamw_")]
+
+
+def _adamw_label(lr, betas, eps, weight_decay) -> str:
+    return f"adamw_step(param, grad, state, lr={lr:g}, betas={tuple(betas)}, eps={eps:g}, " \
+           f"weight_decay={weight_decay:g})"
+
+
+def adamw_case(generator: torch.Generator, steps: int, size: int = 8):
+    """Float64 weights and ``steps`` gradients whose sizes range from 1e-9 to 10 (one size per
+    weight), so that the adaptive denominator, the bias correction and where ``eps`` goes all show."""
+    start = torch.randn(size, generator=generator, dtype=torch.float64)
+    scales = torch.logspace(-9, 1, size, dtype=torch.float64)[torch.randperm(size, generator=generator)]
+    grads = [torch.randn(size, generator=generator, dtype=torch.float64) * scales for _ in range(steps)]
+    return start, grads
+
+
+def torch_adamw_trajectory(start, grads, *, lr, betas, eps, weight_decay) -> list:
+    """The weights after each step of ``torch.optim.AdamW`` fed with ``grads``."""
+    param = nn.Parameter(start.clone())
+    optimizer = torch.optim.AdamW([param], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                  foreach=False)
+    trajectory = []
+    for grad in grads:
+        param.grad = grad.clone()
+        optimizer.step(closure=None)
+        trajectory.append(param.detach().clone())
+    return trajectory
+
+
+def check_adamw_trajectory(adamw_step, start, grads, *, lr, betas, eps, weight_decay, hint) -> None:
+    """The student's steps, one by one, against ``torch.optim.AdamW`` fed the same gradients."""
+    __tracebackhide__ = True
+    expected = torch_adamw_trajectory(start, grads, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    label = _adamw_label(lr, betas, eps, weight_decay)
+    param, state = start.clone(), {}
+    for step, (grad, after) in enumerate(zip(grads, expected, strict=True), start=1):
+        with checks.switched_off(adam_shortcuts(), HELPER_OFF, getattr(adamw_step, "__globals__", {})):
+            checks.check_runs(adamw_step, param, grad.clone(), state, lr, betas, eps, weight_decay,
+                              name=label, hint=hint)
+        checks.check_close(param, after, hint=hint, name={
+            "es": f"param tras {step} llamada(s) a {label}, frente a torch.optim.AdamW",
+            "en": f"param after {step} call(s) to {label}, vs torch.optim.AdamW"})
+
+
+def check_adamw_step_moments(adamw_step, *, seed=None, steps: int = 4, lr: float = 1e-2,
+                             betas=(0.9, 0.999), eps: float = 1e-8) -> None:
+    """Without weight decay, several steps match ``torch.optim.AdamW`` (so, Adam): both moments kept
+    in ``state``, bias correction, ``eps`` outside the square root, ``param`` changed in place."""
+    __tracebackhide__ = True
+    generator = checks.fresh_generator() if seed is None else torch.Generator().manual_seed(seed)
+    start, grads = adamw_case(generator, steps)
+    check_adamw_trajectory(adamw_step, start, grads, lr=lr, betas=betas, eps=eps, weight_decay=0.0,
+                           hint=HINTS["adamw_step"])
+
+
+def check_adamw_step_decay(adamw_step, *, seed=None, steps: int = 4, lr: float = 1e-2,
+                           betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.1) -> None:
+    """Decoupled weight decay: with a zero gradient each weight shrinks by exactly ``1 − lr·wd``
+    (Adam with an L2 term moves it by about ``lr``); with gradients, every step matches AdamW's."""
+    __tracebackhide__ = True
+    hint = HINTS["adamw_decay"]
+    generator = checks.fresh_generator() if seed is None else torch.Generator().manual_seed(seed)
+    start, grads = adamw_case(generator, steps)
+    param = start.clone()
+    label = _adamw_label(lr, betas, eps, weight_decay)
+    with checks.switched_off(adam_shortcuts(), HELPER_OFF, getattr(adamw_step, "__globals__", {})):
+        checks.check_runs(adamw_step, param, torch.zeros_like(param), {}, lr, betas, eps, weight_decay,
+                          name=label, hint=hint)
+    checks.check_close(param, start * (1 - lr * weight_decay), hint=hint, name={
+        "es": f"param tras una llamada a {label} con gradiente cero (cada peso × (1 − lr·weight_decay))",
+        "en": f"param after one call to {label} with a zero gradient (each weight × (1 − lr·weight_decay))"})
+    check_adamw_trajectory(adamw_step, start, grads, lr=lr, betas=betas, eps=eps,
+                           weight_decay=weight_decay, hint=hint)
+
+
+# ------------------------------------------------------------------------ exercise 6: warmup_cosine
+SCHEDULE_SHORTCUTS = [(torch.optim.lr_scheduler, name) for name in (
+    "CosineAnnealingLR", "OneCycleLR", "SequentialLR", "LinearLR", "ChainedScheduler",
+    "CosineAnnealingWarmRestarts", "PolynomialLR")]
+SQRT_HALF = math.sqrt(0.5)
+
+
+def schedule_case(generator: torch.Generator):
+    """Random lengths (a decay whose length is a multiple of 4) and rates: ``(T, W, max_lr, min_lr)``."""
+    warmup = int(torch.randint(2, 11, (), generator=generator))
+    decay = 4 * int(torch.randint(2, 12, (), generator=generator))
+    max_lr = float(10 ** (torch.rand((), generator=generator) * 2 - 2))
+    min_lr = max_lr * float(torch.rand((), generator=generator)) * 0.2
+    return warmup + decay + 1, warmup, max_lr, min_lr
+
+
+def _schedule_label(function, total_steps, warmup_steps, max_lr, min_lr) -> str:
+    return f"{function}(..., total_steps={total_steps}, warmup_steps={warmup_steps}, " \
+           f"max_lr={max_lr:.4g}, min_lr={min_lr:.4g})"
+
+
+def _scheduler_label(total_steps, warmup_steps, max_lr, min_lr) -> str:
+    return f"warmup_cosine_scheduler(SGD(..., lr={max_lr:.4g}), total_steps={total_steps}, " \
+           f"warmup_steps={warmup_steps}, min_lr={min_lr:.4g})"
+
+
+def check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, *, label, hint) -> None:
+    """The rates of ``total_steps`` steps have the shape of a warm-up followed by half a cosine.
+
+    Values worked out by hand: ``max_lr · step / warmup_steps`` during the warm-up, ``max_lr`` at
+    ``warmup_steps``, ``min_lr`` at the last step, and at a quarter, half and three quarters of the
+    decay ``min_lr + (max_lr − min_lr)·c`` with ``c = (1 + √½)/2, ½, (1 − √½)/2`` (``cos`` of π/4,
+    π/2, 3π/4); in between, never rising, and symmetric about the middle of the decay.
+    """
+    __tracebackhide__ = True
+    checks.check_equal(len(rates), total_steps, hint=hint, name={
+        "es": f"número de tasas de {label}", "en": f"number of rates of {label}"})
+    decay = total_steps - 1 - warmup_steps
+    span = max_lr - min_lr
+    known = {step: max_lr * step / warmup_steps for step in range(warmup_steps)}
+    known[warmup_steps] = max_lr
+    known[total_steps - 1] = min_lr
+    if decay % 4 == 0:
+        for quarter, share in [(1, (1 + SQRT_HALF) / 2), (2, 0.5), (3, (1 - SQRT_HALF) / 2)]:
+            known[warmup_steps + quarter * decay // 4] = min_lr + span * share
+    for step in sorted(known):
+        checks.check_close(rates[step], known[step], hint=hint, name={
+            "es": f"tasa del paso {step} de {label}", "en": f"rate at step {step} of {label}"})
+    tolerance = 1e-9 * max_lr   # rounding only
+    rising = [step for step in range(warmup_steps, total_steps - 1)
+              if rates[step + 1] > rates[step] + tolerance]
+    checks.check_true(not rising, hint=hint, name={
+        "es": f"{label}, desde el paso {warmup_steps} hasta el último",
+        "en": f"{label}, from step {warmup_steps} to the last one"},
+        expected={"es": "una tasa que nunca sube", "en": "a rate that never rises"},
+        got={"es": f"sube en los pasos {rising[:5]}", "en": f"it rises at steps {rising[:5]}"})
+    lopsided = [warmup_steps + i for i in range(decay + 1)
+                if abs(rates[warmup_steps + i] + rates[total_steps - 1 - i] - max_lr - min_lr) > tolerance]
+    checks.check_true(not lopsided, hint=hint, name={
+        "es": f"simetría del medio coseno de {label}", "en": f"symmetry of the half cosine of {label}"},
+        expected={"es": "tasa(paso) + tasa(paso simétrico) = max_lr + min_lr",
+                  "en": "rate(step) + rate(mirrored step) = max_lr + min_lr"},
+        got={"es": f"no se cumple en los pasos {lopsided[:5]}", "en": f"it fails at steps {lopsided[:5]}"})
+
+
+def warmup_cosine_rates(warmup_cosine, total_steps, warmup_steps, max_lr, min_lr, *, hint) -> list:
+    """The student's rate at each step, each checked to be a Python float, shortcuts off."""
+    __tracebackhide__ = True
+    label = _schedule_label("warmup_cosine", total_steps, warmup_steps, max_lr, min_lr)
+    rates = []
+    with checks.switched_off(SCHEDULE_SHORTCUTS, HELPER_OFF, getattr(warmup_cosine, "__globals__", {})):
+        for step in range(total_steps):
+            rate = checks.check_runs(warmup_cosine, step, total_steps, warmup_steps, max_lr, min_lr,
+                                     name=label, hint=hint)
+            checks.check_type(rate, float, hint=hint, name={
+                "es": f"tasa del paso {step} de {label}", "en": f"rate at step {step} of {label}"})
+            rates.append(rate)
+    return rates
+
+
+def check_warmup_cosine(warmup_cosine, *, case=None) -> list:
+    """A linear warm-up from 0 to ``max_lr``, then half a cosine down to ``min_lr`` at the last step.
+
+    ``case`` is ``(total_steps, warmup_steps, max_lr, min_lr)``; by default, fresh random lengths.
+    Returns the rates, for hidden tests to compare with a reference.
+    """
+    __tracebackhide__ = True
+    hint = HINTS["warmup_cosine"]
+    total_steps, warmup_steps, max_lr, min_lr = case or schedule_case(checks.fresh_generator())
+    rates = warmup_cosine_rates(warmup_cosine, total_steps, warmup_steps, max_lr, min_lr, hint=hint)
+    label = _schedule_label("warmup_cosine", total_steps, warmup_steps, max_lr, min_lr)
+    check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, label=label, hint=hint)
+    return rates
+
+
+def scheduler_rates(warmup_cosine_scheduler, total_steps, warmup_steps, max_lr, min_lr, *, hint) -> list:
+    """The rates a loop of ``total_steps`` optimizer steps gets from the student's scheduler."""
+    __tracebackhide__ = True
+    label = _scheduler_label(total_steps, warmup_steps, max_lr, min_lr)
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=max_lr)
+    rates = []
+    with checks.switched_off(SCHEDULE_SHORTCUTS, HELPER_OFF,
+                             getattr(warmup_cosine_scheduler, "__globals__", {})):
+        scheduler = checks.check_runs(warmup_cosine_scheduler, optimizer, total_steps, warmup_steps, min_lr,
+                                      name=label, hint=hint)
+        checks.check_type(scheduler, torch.optim.lr_scheduler.LambdaLR, name=label, hint=hint)
+        for step in range(total_steps):
+            rate = scheduler.get_last_lr()[0]
+            checks.check_close(optimizer.param_groups[0]["lr"], rate, hint=hint, name={
+                "es": f"lr del optimizador en el paso {step}, frente a get_last_lr()",
+                "en": f"the optimizer's lr at step {step}, vs get_last_lr()"})
+            rates.append(rate)
+            optimizer.step(closure=None)
+            checks.check_runs(scheduler.step, name=label, hint=hint)
+    return rates
+
+
+def check_warmup_cosine_scheduler(warmup_cosine_scheduler, *, case=None) -> list:
+    """A ``LambdaLR`` whose rates, in a loop of optimizer steps, follow the warm-up and the cosine,
+    with the optimizer's own lr as the peak. Returns the rates (for hidden tests)."""
+    __tracebackhide__ = True
+    hint = HINTS["warmup_cosine_scheduler"]
+    total_steps, warmup_steps, max_lr, min_lr = case or schedule_case(checks.fresh_generator())
+    rates = scheduler_rates(warmup_cosine_scheduler, total_steps, warmup_steps, max_lr, min_lr, hint=hint)
+    label = _scheduler_label(total_steps, warmup_steps, max_lr, min_lr) + ".get_last_lr()"
+    check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, label=label, hint=hint)
+    return rates
+
+
+# ----------------------------------------------------------------------------------- exercise 7: fit
 class PlannedValidation:
     """A validation loader whose labels make the accuracy follow a plan, one value per pass.
 
@@ -592,7 +1129,7 @@ def check_fit_history(fit, *, seed: int = 1407, plan=(0.5, 0.25, 0.75), use_sche
             "en": f"learning rate after {epochs} epochs of StepLR(step_size=1, gamma=0.5)"})
 
 
-# --------------------------------------------------------------------- exercise 5: accumulation_step
+# --------------------------------------------------------------------- exercise 8: accumulation_step
 def watch_accumulation_step(accumulation_step, *, seed: int, sizes, widths):
     """Run ``accumulation_step`` on a float64 MLP whose ``.grad`` holds leftovers from before.
 
@@ -652,7 +1189,7 @@ def check_accumulation_loss(accumulation_step, *, seed: int = 1409, sizes=(3, 5,
     checks.check_close(returned, large_loss, name=label, hint=hint)
 
 
-# ------------------------------------------------------------------------ exercise 6: make_classifier
+# ------------------------------------------------------------------------ exercise 9: make_classifier
 def build_classifier(make_classifier) -> nn.Module:
     """``make_classifier()`` with the course's model builders switched off."""
     __tracebackhide__ = True
@@ -703,3 +1240,77 @@ def check_classifier_is_new(make_classifier, classifier) -> None:
                                 "en": "two new models, sharing no parameters"},
                       got={"es": f"{len(shared)} parámetros compartidos",
                            "en": f"{len(shared)} shared parameters"})
+
+
+# --------------------------------------------------------------------------- exercise 10: log_epoch
+def watch_log_epoch(log_epoch, *, epochs: int, batches: int, tags, generator: torch.Generator):
+    """Call ``log_epoch`` once per epoch with one ``SummaryWriter`` on a fresh folder, flush the
+    writer, and read that folder back (with ``course.tracking``) before the writer is closed.
+
+    The check flushes: on a local disk the writer's thread usually writes within milliseconds, so
+    whether an answer flushes could only be told apart by a race.
+
+    Returns ``(scalars read back, the losses given per epoch, the metrics given per epoch)``.
+    """
+    __tracebackhide__ = True
+    import tempfile
+
+    from course import tracking  # here, not at the top: it imports tensorboard
+
+    losses = [[round(v, 4) for v in (0.2 + 2 * torch.rand(batches, generator=generator)).tolist()]
+              for _ in range(epochs)]
+    metrics = [{tag: round(torch.rand(1, generator=generator).item(), 4) for tag in tags}
+               for _ in range(epochs)]
+    with tempfile.TemporaryDirectory() as folder:
+        summary = tracking.SummaryWriter(folder)
+        try:
+            for number, (batch_losses, epoch_metrics) in enumerate(zip(losses, metrics, strict=True)):
+                checks.check_runs(log_epoch, summary, number, batch_losses, epoch_metrics,
+                                  name=f"log_epoch(writer, {number}, batch_losses, metrics)",
+                                  hint=HINTS["log_epoch"])
+            summary.flush()
+            scalars = tracking.read_scalars(folder)
+        finally:
+            summary.close()
+    return scalars, losses, metrics
+
+
+def _check_points(scalars: dict, tag: str, steps, values, *, what: dict, hint) -> None:
+    __tracebackhide__ = True
+    points = scalars.get(tag, [])
+    name = {language: f"{text} ({tag!r})" for language, text in what.items()}
+    checks.check_true(tag in scalars, name=name, hint=hint, expected=repr(tag), got={
+        "es": f"etiquetas en la carpeta del escritor: {sorted(scalars)}",
+        "en": f"tags in the writer's folder: {sorted(scalars)}"})
+    checks.check_equal([step for step, _ in points], list(steps), hint=hint,
+                       name={language: f"{text}: steps" if language == "en" else f"{text}: pasos"
+                             for language, text in name.items()})
+    checks.check_close(torch.tensor([value for _, value in points], dtype=torch.float64),
+                       torch.tensor(values, dtype=torch.float32).double(), hint=hint,
+                       name={language: f"{text}: values" if language == "en" else f"{text}: valores"
+                             for language, text in name.items()})
+
+
+def check_log_epoch_steps(log_epoch, *, epochs: int = 3, batches: int = 4,
+                          tags=("accuracy/val", "lr")) -> None:
+    """Every batch loss under ``loss/train``, at a step that keeps counting across epochs."""
+    __tracebackhide__ = True
+    hint = HINTS["log_epoch"]
+    scalars, losses, _ = watch_log_epoch(log_epoch, epochs=epochs, batches=batches, tags=tags,
+                                         generator=checks.fresh_generator())
+    _check_points(scalars, "loss/train", range(epochs * batches), [v for epoch in losses for v in epoch],
+                  hint=hint, what={"es": f"pérdidas por lote de {epochs} épocas de {batches} lotes",
+                                   "en": f"per-batch losses of {epochs} epochs of {batches} batches"})
+
+
+def check_log_epoch_metrics(log_epoch, *, epochs: int = 3, batches: int = 2,
+                            tags=("accuracy/val", "lr")) -> None:
+    """Every metric under its own tag, one point per epoch, at the epoch's number."""
+    __tracebackhide__ = True
+    hint = HINTS["log_epoch"]
+    scalars, _, metrics = watch_log_epoch(log_epoch, epochs=epochs, batches=batches, tags=tags,
+                                          generator=checks.fresh_generator())
+    for tag in tags:
+        _check_points(scalars, tag, range(epochs), [epoch[tag] for epoch in metrics], hint=hint,
+                      what={"es": f"métrica de época tras {epochs} épocas",
+                            "en": f"epoch metric after {epochs} epochs"})
