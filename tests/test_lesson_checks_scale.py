@@ -229,6 +229,8 @@ def test_checks_leave_the_notebooks_random_state_alone():
     torch.manual_seed(5)
     lesson.check_freeze_backbone(freeze_backbone)
     lesson.check_activation_bytes(activation_bytes)
+    lesson.check_top_k_names_input(top_k_names)
+    lesson.check_top_k_names_output(top_k_names)
     torch.testing.assert_close(torch.rand(3), expected)
 
 
@@ -278,3 +280,185 @@ def test_hints_name_a_section_and_second_hints_exist():
             assert "sección" in texts["es"] and "section" in texts["en"], key
         assert texts.get("more") in (None, *lesson.MORE_HINTS)
     assert set(lesson.MORE_HINTS) == {"activation_bytes", "shard_indices"}
+
+
+# ------------------------------------------------------------------ exercise 5: torchvision's weights
+def top_k_names(model, weights, images, k):
+    preprocess = weights.transforms()
+    model.eval()
+    with torch.no_grad():
+        scores = model(preprocess(images))
+    names = weights.meta["categories"]
+    return [[names[i] for i in row] for row in scores.argsort(dim=1, descending=True)[:, :k].tolist()]
+
+
+def top_k_names_imagenet_constants(model, weights, images, k):
+    from torchvision.transforms import functional
+
+    batch = functional.resize(images, 256)
+    batch = functional.center_crop(batch, 224).float() / 255
+    batch = functional.normalize(batch, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    model.eval()
+    with torch.no_grad():
+        scores = model(batch)
+    names = weights.meta["categories"]
+    return [[names[i] for i in row] for row in scores.topk(k).indices.tolist()]
+
+
+def top_k_names_resized_to_the_crop(model, weights, images, k):
+    from torchvision.transforms import functional
+
+    preprocess = weights.transforms()
+    batch = functional.resize(images, [preprocess.crop_size[0]] * 2).float() / 255
+    batch = functional.normalize(batch, preprocess.mean, preprocess.std)
+    model.eval()
+    with torch.no_grad():
+        scores = model(batch)
+    return [[weights.meta["categories"][i] for i in row] for row in scores.topk(k).indices.tolist()]
+
+
+def top_k_names_in_training_mode(model, weights, images, k):
+    scores = model(weights.transforms()(images))
+    return [[weights.meta["categories"][i] for i in row] for row in scores.topk(k).indices.tolist()]
+
+
+def top_k_names_least_likely_first(model, weights, images, k):
+    names = top_k_names(model, weights, images, k)
+    return [row[::-1] for row in names]
+
+
+def test_top_k_names_checks():
+    for _ in range(5):      # fresh sizes, weights and logits every time
+        lesson.check_top_k_names_input(top_k_names)
+        lesson.check_top_k_names_output(top_k_names)
+    check = lesson.check_top_k_names_input
+    failure(check, top_k_names_imagenet_constants, says="Probe_Weights.PROBE (resize")
+    failure(check, top_k_names_resized_to_the_crop, says="the batch the model received")
+    failure(check, top_k_names_in_training_mode, says="model.training during the call")
+    lesson.check_top_k_names_output(top_k_names_in_training_mode)      # the names are right all the same
+    failure(lesson.check_top_k_names_output, top_k_names_least_likely_first, says="top_k_names(model,")
+
+
+def test_top_k_names_hidden_harness_compares_with_the_weights_own_preparation():
+    from torchvision.models import EfficientNet_B3_Weights
+
+    weights = EfficientNet_B3_Weights.DEFAULT
+    images = torch.randint(0, 256, (2, 3, 95, 130), dtype=torch.uint8)
+    lesson.check_prepared_on(top_k_names, weights, images, weights.transforms()(images), "B3")
+    failure(lesson.check_prepared_on, top_k_names_imagenet_constants, weights, images,
+            weights.transforms()(images), "B3", says="the batch the model received (top_k_names(model, B3")
+
+
+def test_probe_weights_are_a_weights_enum_with_their_own_preparation():
+    from torchvision.models import WeightsEnum
+
+    generator = torch.Generator().manual_seed(3)
+    weights = lesson.probe_weights(generator)
+    assert isinstance(weights, WeightsEnum)
+    preset = weights.transforms()
+    assert preset.crop_size[0] < preset.resize_size[0] and preset.mean != [0.485, 0.456, 0.406]
+    assert len(set(weights.meta["categories"])) == len(weights.meta["categories"]) >= 12
+    images, inner = lesson.framed_images(generator, 2, 40, 60)
+    assert images.dtype == torch.uint8 and not torch.equal(images[:, :, 0, 0], inner.to(torch.uint8))
+
+
+def test_the_spy_notes_its_calls_and_answers_the_planted_logits():
+    logits, chosen = lesson.planted_logits(torch.Generator().manual_seed(0), 3, 20, 4)
+    assert [row.topk(4).indices.tolist() for row in logits] == chosen
+    spy = lesson.SpyClassifier(logits)
+    with torch.no_grad():
+        torch.testing.assert_close(spy(torch.zeros(3, 3, 8, 8)), logits)
+    assert spy.calls[0]["training"] is True and spy.calls[0]["grad"] is False
+
+
+# -------------------------------------------------------------- exercise 8: the package under torchrun
+TRAINING = '''
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+
+def train(model, dataset, *, rank, world_size, epochs, batch_size, lr, seed):
+    {wrap}
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+    losses = []
+    for epoch in range(epochs):
+        {epoch}
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses
+'''
+RIGHT = {"wrap": "net = DistributedDataParallel(model)", "epoch": "sampler.set_epoch(epoch)"}
+
+
+def _package(tmp_path, name, **changes):
+    folder = tmp_path / name
+    (folder / "minitrain").mkdir(parents=True)
+    (folder / lesson.TRAINING_FILE).write_text(TRAINING.format(**{**RIGHT, **changes}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Three packages, each launched once under torchrun: right, without DDP, without set_epoch."""
+    tmp_path = tmp_path_factory.mktemp("packages")
+    options = {"world_size": 2, "examples": 64, "epochs": 2, "batch_size": 8, "seed": 11}
+    return {name: lesson.package_run(_package(tmp_path, name, **changes), **options) for name, changes in [
+        ("right", {}), ("no_ddp", {"wrap": "net = model"}), ("same_order", {"epoch": "pass"})]}
+
+
+def test_the_package_checks_pass_a_right_training_loop(runs):
+    run = runs["right"]
+    assert run.failure == "" and [r["rank"] for r in run.reports] == [0, 1]
+    assert run.reports[0]["start"] != run.reports[1]["start"]       # DDP had something to make equal
+    lesson.check_ranks_agree_on(run)
+    lesson.check_shards_on_run(run)
+    lesson.check_learns_on(run)
+
+
+def test_the_package_checks_catch_a_loop_without_ddp(runs):
+    failure(lesson.check_ranks_agree_on, runs["no_ddp"], says="fingerprints of the weights at the end")
+    lesson.check_shards_on_run(runs["no_ddp"])          # each behaviour is its own point
+
+
+def test_the_package_checks_catch_an_order_that_never_changes(runs):
+    failure(lesson.check_shards_on_run, runs["same_order"], says="another order in epoch 1")
+    lesson.check_ranks_agree_on(runs["same_order"])
+
+
+def test_a_run_is_launched_once_per_text_and_configuration(runs, tmp_path):
+    options = {"world_size": 2, "examples": 64, "epochs": 2, "batch_size": 8, "seed": 11}
+    again = lesson.package_run(_package(tmp_path, "again"), **options)
+    assert again is runs["right"]
+
+
+def test_a_failing_or_missing_package_says_why(tmp_path, monkeypatch):
+    failed = lesson.PackageRun(2, 10, 2, 4, 0,
+                               failure="exit code 1, 0 JSON lines of 2\n    NotImplementedError")
+    message = failure(lesson.check_learns_on, failed, says=("did not finish properly", "NotImplementedError"))
+    assert "torchrun --standalone --nproc_per_node=2 train.py" in message
+    missing = lesson.package_run(tmp_path, world_size=1, examples=10, epochs=2, batch_size=4, seed=0)
+    assert "does not exist" in missing.failure
+    monkeypatch.setattr(lesson, "_SESSION", {})
+    failure(lesson.check_package_shards, tmp_path, says="does not exist")
+
+
+def test_the_notebook_writes_the_package_files_the_checks_use():
+    from lesson_files import read_source
+
+    written = {}
+    for cell in read_source("07_scale").cells:
+        first, _, body = cell.source.partition("\n")
+        if cell.cell_type == "code" and first.startswith("%%writefile {RUN_DIR}/"):
+            written[first.removeprefix("%%writefile {RUN_DIR}/")] = body
+    assert set(written) == {*lesson.PACKAGE_FILES, lesson.TRAINING_FILE}
+    for name, text in lesson.PACKAGE_FILES.items():
+        assert written[name] == text.rstrip("\n"), name

@@ -8,33 +8,52 @@ the exercise: sizes worked out by hand from what each layer saves, the definitio
 Two exercises re-create something that exists already; while they are checked, that thing refuses
 to run, and the exercise text says so: ``course.memory``'s meter during ``activation_bytes``,
 ``DistributedSampler`` during ``shard_indices``.
+
+``top_k_names`` (torchvision's weights API) is checked with a spy model that notes what it receives
+and answers with planted logits, against ResNet-18's weights enum and a weights enum made up on the
+spot (its own sizes, normalisation and categories), so nothing is downloaded. The package exercise
+(``minitrain/training.py``) is checked by launching ``torchrun --standalone`` on the student's file
+with the lesson's other files and reading the JSON line each process prints; the visible checks
+share one launch with a configuration drawn once per kernel, the hidden tests one launch of their own.
 """
 
 import contextlib
+import functools
+import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 from torch.utils.data.distributed import DistributedSampler
 
-from course import training
+from course import distributed, training
 from course.memory import SavedTensorMeter, model_state_tensors
 from graders import checks
 from graders.checks import say
 
-S1 = {"es": "sección 1, «Lo que el pase hacia delante guarda para el de atrás»",
+S1 = {"es": "sección 1, «Lo que la pasada hacia delante guarda para la de atrás»",
       "en": "section 1, 'What the forward pass keeps for the backward pass'"}
-S3 = {"es": "sección 3, «*Checkpointing*: recalcular en vez de guardar»",
+S3 = {"es": "sección 3, «Recomputación de activaciones: recalcular en vez de guardar»",
       "en": "section 3, 'Checkpointing: recompute instead of storing'"}
 S4 = {"es": "sección 4, «Congelar y ajustar (*fine-tuning*)»",
       "en": "section 4, 'Freezing and fine-tuning'"}
 S4_OPTIMIZER = {"es": "sección 4, «El optimizador: solo lo que se entrena»",
                 "en": "section 4, 'The optimizer: only what is trained'"}
+S4_WEIGHTS = {"es": "sección 4, «Pesos preentrenados de torchvision: `weights=`»",
+              "en": "section 4, 'Pretrained weights from torchvision: `weights=`'"}
 S5_SAMPLER = {"es": "sección 5, «Repartir los datos: `DistributedSampler`»",
               "en": "section 5, 'Splitting the data: `DistributedSampler`'"}
 S5_AVERAGE = {"es": "sección 5, «Por qué promediar gradientes da lo mismo que un lote grande»",
               "en": "section 5, 'Why averaging gradients gives the same as one large batch'"}
+S6 = {"es": "sección 6, «Del cuaderno a un paquete»", "en": "section 6, 'From notebook to package'"}
 
 
 def _texts(es: str, en: str, section: dict | None = None, more: str | None = None) -> dict:
@@ -87,6 +106,44 @@ HINTS = {
         "an optimizer only moves (and only keeps state for) the parameters it receives when it is built; "
         "given the frozen ones, a gradient of zeros is enough for AdamW to move them",
         S4_OPTIMIZER),
+    "top_k_names": _texts(
+        "los pesos traen su propia preparación de la entrada (tamaño, recorte central, escala a [0, 1], "
+        "media y desviación por canal), distinta para cada arquitectura; y el modelo se usa para "
+        "predecir, sin Dropout ni BatchNorm de entrenamiento y sin grabar grafo",
+        "the weights bring their own input preparation (size, centre crop, scaling to [0, 1], mean and "
+        "deviation per channel), different for each architecture; and the model is used to predict, "
+        "without training-mode Dropout or BatchNorm and without recording a graph",
+        S4_WEIGHTS),
+    "top_k_names_output": _texts(
+        "los nombres de las categorías vienen en los metadatos de los pesos, en el orden de las salidas "
+        "del modelo; para cada imagen, las k salidas mayores, de la mayor a la menor",
+        "the category names come in the weights' metadata, in the order of the model's outputs; for "
+        "each image, the k largest outputs, largest first",
+        S4_WEIGHTS),
+    "ddp_training": _texts(
+        "cada proceso empieza con pesos distintos a propósito: DDP los iguala al construirse (difunde "
+        "los del rank 0) y promedia los gradientes en cada pasada hacia atrás, así que el modelo que "
+        "entrena y el optimizador tienen que pasar por DDP",
+        "each process starts from different weights on purpose: DDP makes them equal when it is built "
+        "(it broadcasts rank 0's) and averages the gradients in every backward pass, so the model that "
+        "trains and the optimizer must go through DDP",
+        S6),
+    "ddp_training_shards": _texts(
+        "cada proceso debe leer solo su porción, y las porciones de todos juntas cubren los datos una vez "
+        "por época; el muestreador distribuido baraja igual en todos los procesos, con una semilla que "
+        "cambia solo si se le dice la época; y el conjunto anota lo que lee en este proceso, así que "
+        "los datos se leen sin procesos auxiliares (num_workers=0)",
+        "each process must read only its share, and all the shares together cover the data once per "
+        "epoch; the distributed sampler shuffles alike in every process, with a seed that changes only "
+        "when it is told the epoch; and the data set notes what it reads in this process, so the data is "
+        "read without helper processes (num_workers=0)",
+        S6),
+    "ddp_training_learns": _texts(
+        "train devuelve la lista de las pérdidas de cada paso de entrenamiento, en orden, y cada paso "
+        "empieza sin los gradientes del anterior y termina moviendo los pesos",
+        "train returns the list of the losses of every training step, in order, and each step starts "
+        "without the previous one's gradients and ends by moving the weights",
+        S6),
     "shard_indices": _texts(
         "cada proceso recibe ⌈n / num_replicas⌉ índices; la lista rellenada tiene todos los ejemplos una "
         "vez, en orden, y después repite su principio (más de una vuelta si hay menos ejemplos que "
@@ -143,7 +200,8 @@ MORE_HINTS = {
 
 CONCEPT_KEYS = ["ddp_syncs_data", "ddp_syncs_gradients", "ddp_sends_weights_each_step",
                 "memory_linear_in_batch", "checkpoint_changes_gradients", "checkpoint_is_faster",
-                "frozen_skips_backward", "bigger_batch_free_speed", "two_processes_two_cores"]
+                "frozen_skips_backward", "bigger_batch_free_speed", "two_processes_two_cores",
+                "weights_none_downloads", "torchrun_sees_notebook"]
 
 
 # --------------------------------------------------------------------------------- random inputs
@@ -562,3 +620,443 @@ def check_average_gradients_leaves_inputs(average_gradients) -> None:
     """The gradients of random processes: inputs untouched, the result new (and right)."""
     __tracebackhide__ = True
     check_inputs_left_alone(average_gradients, *random_ranks())
+
+
+# ------------------------------------------------------------ exercise 5: pretrained weights' top-k
+def probe_weights(generator: torch.Generator):
+    """A torchvision weights enum member made up on the spot: random crop and resize sizes,
+    interpolation, normalisation and category names, so that only what the weights themselves say
+    gives the right answer. Nothing to download: its ``url`` points nowhere."""
+    from torchvision.models import Weights, WeightsEnum
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms._presets import ImageClassification
+
+    crop = 8 * draw(generator, 8, 12)
+    resize = round(crop / (0.7 + 0.1 * torch.rand(1, generator=generator).item()))
+    mean = tuple(round(0.2 + 0.6 * v, 3) for v in torch.rand(3, generator=generator).tolist())
+    std = tuple(round(0.15 + 0.3 * v, 3) for v in torch.rand(3, generator=generator).tolist())
+    interpolation = [InterpolationMode.BILINEAR, InterpolationMode.BICUBIC][draw(generator, 0, 1)]
+    classes = draw(generator, 12, 40)
+    categories = [f"{training.CLASSES[i % 10].lower().replace('/', '-')} #{i}" for i in
+                  torch.randperm(classes, generator=generator).tolist()]
+    preset = functools.partial(ImageClassification, crop_size=crop, resize_size=resize, mean=mean, std=std,
+                               interpolation=interpolation)
+    members = {"PROBE": Weights(url="https://example.invalid/probe.pth", transforms=preset,
+                                meta={"categories": categories, "num_params": 0})}
+    return WeightsEnum("Probe_Weights", members).PROBE
+
+
+def framed_images(generator: torch.Generator, count: int, low: int, high: int) -> tuple:
+    """``count`` uint8 images (3 × H × W, H and W in ``[low, high]``) of one colour each, inside a
+    thin frame of another colour; and the inner colours, as a (count, 3) tensor of 0-255 values.
+    Resized so that the short side matches the weights' resize size and centre-cropped, the frame
+    falls outside the crop; resized straight to the crop size, it stays."""
+    height, width = draw(generator, low, high), draw(generator, low, high)
+    inner = torch.randint(0, 256, (count, 3), generator=generator)
+    outer = (inner + torch.randint(60, 196, (count, 3), generator=generator)) % 256
+    images = outer[:, :, None, None].expand(count, 3, height, width).clone()
+    edge = 1 if min(height, width) < 100 else 2
+    images[:, :, edge:height - edge, edge:width - edge] = inner[:, :, None, None]
+    return images.to(torch.uint8), inner
+
+
+class SpyClassifier(nn.Module):
+    """A stand-in for a pretrained classifier: it notes what it was called with (the batch, its own
+    mode, whether a graph was being recorded) and answers with logits planted by the check."""
+
+    def __init__(self, logits: torch.Tensor):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(()))
+        self.planted = logits
+        self.calls = []
+
+    def forward(self, batch):
+        self.calls.append({"batch": batch.detach().clone() if isinstance(batch, torch.Tensor) else batch,
+                           "training": self.training, "grad": torch.is_grad_enabled()})
+        return self.planted.clone() + self.weight
+
+
+def planted_logits(generator: torch.Generator, count: int, classes: int, k: int) -> tuple:
+    """Random logits for ``count`` images in which ``k`` chosen categories per image stand out in a
+    chosen order; and those categories, most likely first."""
+    logits = torch.randn(count, classes, generator=generator)
+    chosen = [torch.randperm(classes, generator=generator)[:k].tolist() for _ in range(count)]
+    for row, indices in enumerate(chosen):
+        for place, index in enumerate(indices):
+            logits[row, index] = 10.0 + k - place
+    return logits, chosen
+
+
+def _called_once(top_k_names, spy, weights, images, k, label, hint):
+    __tracebackhide__ = True
+    name = f"top_k_names(model, {label}, images {tuple(images.shape)} uint8, k={k})"
+    spy.train()
+    got = checks.check_runs(top_k_names, spy, weights, images.clone(), k, name=name, hint=hint)
+    checks.check_true(len(spy.calls) == 1, name=name, hint=hint,
+                      expected={"es": "el modelo llamado una vez, con el lote entero",
+                                "en": "the model called once, with the whole batch"},
+                      got={"es": f"{len(spy.calls)} llamadas", "en": f"{len(spy.calls)} calls"})
+    return name, got, spy.calls[0]
+
+
+def check_prepared_on(top_k_names, weights, images, expected: torch.Tensor, label: str, hint=None) -> None:
+    """The model received ``expected`` (the batch prepared as ``weights`` expect), in eval mode and
+    with no graph being recorded."""
+    __tracebackhide__ = True
+    hint = hint or HINTS["top_k_names"]
+    classes = len(weights.meta["categories"])
+    spy = SpyClassifier(torch.randn(len(images), classes, generator=checks.fresh_generator()))
+    name, _, call = _called_once(top_k_names, spy, weights, images, 1, label, hint)
+    checks.check_equal(call["training"], False, hint=hint, name={
+        "es": f"model.training durante la llamada ({name})",
+        "en": f"model.training during the call ({name})"})
+    checks.check_equal(call["grad"], False, hint=hint, name={
+        "es": f"torch.is_grad_enabled() durante la llamada ({name})",
+        "en": f"torch.is_grad_enabled() during the call ({name})"})
+    checks.check_close(call["batch"], expected, hint=hint, atol=1e-4, rtol=1e-4, name={
+        "es": f"el lote que recibió el modelo ({name})", "en": f"the batch the model received ({name})"})
+
+
+def _prepared_by_hand(weights, inner: torch.Tensor) -> torch.Tensor:
+    """What a one-colour image becomes: every pixel (colour / 255 − mean) / std, crop × crop."""
+    preset = weights.transforms()
+    crop = preset.crop_size[0]
+    mean, std = torch.tensor(preset.mean), torch.tensor(preset.std)
+    values = (inner.to(torch.float32) / 255 - mean) / std
+    return values[:, :, None, None].expand(len(inner), 3, crop, crop).contiguous()
+
+
+def check_top_k_names_input(top_k_names) -> None:
+    """ResNet-18's weights and a made-up weights enum: framed one-colour images, smaller than the
+    crop, must reach the model as ``crop × crop`` batches of one value per channel (resized, the
+    frame cropped away, scaled to [0, 1] and normalised with the weights' own mean and std), with
+    the model in eval mode and no graph recorded."""
+    __tracebackhide__ = True
+    from torchvision.models import ResNet18_Weights
+
+    generator = checks.fresh_generator()
+    for weights, label in [(ResNet18_Weights.DEFAULT, "ResNet18_Weights.DEFAULT"),
+                           (probe_weights(generator), None)]:
+        crop = weights.transforms().crop_size[0]
+        images, inner = framed_images(generator, draw(generator, 2, 3), crop // 2, crop * 4 // 5)
+        label = label or _describe_probe(weights)
+        check_prepared_on(top_k_names, weights, images, _prepared_by_hand(weights, inner), label)
+
+
+def _describe_probe(weights) -> str:
+    preset = weights.transforms()
+    return (f"Probe_Weights.PROBE (resize {preset.resize_size[0]}, crop {preset.crop_size[0]}, "
+            f"mean {list(preset.mean)}, std {list(preset.std)}, "
+            f"{len(weights.meta['categories'])} categories)")
+
+
+def check_names_on(top_k_names, weights, images, logits, k: int, expected: list, label: str,
+                   hint=None) -> None:
+    """With ``logits`` as the model's answer, ``top_k_names`` returns ``expected``: one list of ``k``
+    category names per image, most likely first."""
+    __tracebackhide__ = True
+    hint = hint or HINTS["top_k_names_output"]
+    name, got, _ = _called_once(top_k_names, SpyClassifier(logits), weights, images, k, label, hint)
+    checks.check_type(got, list, name=name, hint=hint)
+    checks.check_equal([list(row) if isinstance(row, (list, tuple)) else row for row in got], expected,
+                       name=name, hint=hint)
+
+
+def check_top_k_names_output(top_k_names) -> None:
+    """Planted logits: the names of the chosen categories, in the chosen order, for ResNet-18's
+    weights (ImageNet's 1,000 categories) and for a made-up weights enum with its own names."""
+    __tracebackhide__ = True
+    from torchvision.models import ResNet18_Weights
+
+    generator = checks.fresh_generator()
+    for weights, label in [(ResNet18_Weights.DEFAULT, "ResNet18_Weights.DEFAULT"),
+                           (probe_weights(generator), None)]:
+        names = weights.meta["categories"]
+        count, k = draw(generator, 2, 4), draw(generator, 2, 5)
+        logits, chosen = planted_logits(generator, count, len(names), k)
+        crop = weights.transforms().crop_size[0]
+        images, _ = framed_images(generator, count, crop // 2, crop * 4 // 5)
+        expected = [[names[i] for i in row] for row in chosen]
+        check_names_on(top_k_names, weights, images, logits, k, expected, label or _describe_probe(weights))
+
+
+# ----------------------------------------------------------------- exercise 8: the package under torchrun
+# The files of the package the lesson writes, as the lesson writes them (a test compares them with
+# the notebook's cells). A check runs the student's minitrain/training.py with these.
+PACKAGE_FILES = {
+    "minitrain/__init__.py": '"""minitrain: the lesson\'s training code as a package."""\n',
+    "minitrain/data.py": '''\
+"""The data: a small synthetic classification problem, the same in every process."""
+import torch
+from torch.utils.data import Dataset
+
+
+class Blobs(Dataset):
+    """Points around `classes` centres; remembers the indices it hands out in this process."""
+
+    def __init__(self, examples, seed, features=8, classes=4):
+        generator = torch.Generator().manual_seed(seed)
+        centres = 2 * torch.randn(classes, features, generator=generator)
+        self.y = torch.randint(0, classes, (examples,), generator=generator)
+        self.x = centres[self.y] + torch.randn(examples, features, generator=generator)
+        self.seen = []                       # the indices read in this process, in order
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, index):
+        self.seen.append(int(index))
+        return self.x[index], self.y[index]
+''',
+    "minitrain/model.py": '''\
+"""The model."""
+import torch
+from torch import nn
+
+
+def make_model(seed, features=8, classes=4, hidden=32):
+    """A small MLP whose initial weights come from `seed`."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+''',
+    "train.py": '''\
+"""Entry point: torchrun starts one copy of this script per process."""
+import argparse
+import hashlib
+import json
+
+import torch
+import torch.distributed as dist
+
+from minitrain.data import Blobs
+from minitrain.model import make_model
+from minitrain.training import train
+
+
+def fingerprint(model):
+    """A short hash of the parameters' bytes: equal fingerprints, equal weights."""
+    data = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--examples", type=int, default=256)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=16)    # per process
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")          # rank and world size come from torchrun's environment
+    try:
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        dataset = Blobs(args.examples, seed=args.seed)      # the same data in every process
+        model = make_model(seed=args.seed + rank)           # another start in each process, on purpose
+        start = fingerprint(model)
+        losses = train(model, dataset, rank=rank, world_size=world_size, epochs=args.epochs,
+                       batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+        report = {"rank": rank, "world_size": world_size, "start": start, "end": fingerprint(model),
+                  "losses": [round(float(value), 5) for value in losses], "seen": dataset.seen}
+        for turn in range(world_size):                      # one at a time: lines do not mix
+            if turn == rank:
+                print(json.dumps(report), flush=True)
+            dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+''',
+}
+TRAINING_FILE = "minitrain/training.py"
+TORCHRUN_TIMEOUT_S = 60
+_RUNS = {}      # (training.py's text, configuration) → PackageRun, so that grade cells share a launch
+_SESSION = {}   # the configuration the visible checks draw once per kernel
+
+
+@dataclass(frozen=True)
+class PackageRun:
+    """What ``train.py`` printed under torchrun: one dict per process, rank order; or why it failed."""
+
+    world_size: int
+    examples: int
+    epochs: int
+    batch_size: int
+    seed: int
+    reports: tuple = ()
+    failure: str = ""
+
+    @property
+    def command(self) -> str:
+        return (f"torchrun --standalone --nproc_per_node={self.world_size} train.py --examples "
+                f"{self.examples} --epochs {self.epochs} --batch-size {self.batch_size} --seed {self.seed}")
+
+
+def torchrun_environment() -> dict:
+    """This process's environment for a torchrun child: one thread per process, gloo on loopback."""
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    interface = distributed.loopback_interface()
+    if interface:
+        environment.setdefault("GLOO_SOCKET_IFNAME", interface)
+    return environment
+
+
+def _launch(folder: Path, run: PackageRun, timeout_s: float) -> PackageRun:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={run.world_size}", "train.py", "--examples", str(run.examples),
+               "--epochs", str(run.epochs), "--batch-size", str(run.batch_size), "--seed", str(run.seed)]
+    with subprocess.Popen(command, cwd=folder, env=torchrun_environment(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
+        try:
+            out, err = child.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)   # torchrun and every process it started
+            out, err = child.communicate()
+            return replace(run, failure=say({
+                "es": f"no terminó en {timeout_s:.0f} s (¿procesos que dan distinto número de pasos "
+                      "y se esperan en el all-reduce?)",
+                "en": f"did not finish within {timeout_s:.0f} s (processes taking different numbers of "
+                      "steps, waiting for each other in the all-reduce?)"}) + _tail(err))
+    reports = []
+    for line in out.splitlines():
+        try:
+            reports.append(json.loads(line))
+        except ValueError:
+            continue
+    reports = tuple(sorted((r for r in reports if isinstance(r, dict) and "rank" in r),
+                           key=lambda r: r["rank"]))
+    if child.returncode != 0 or len(reports) != run.world_size:
+        return replace(run, reports=reports, failure=say({
+            "es": f"código de salida {child.returncode}, {len(reports)} líneas JSON de {run.world_size}",
+            "en": f"exit code {child.returncode}, {len(reports)} JSON lines of {run.world_size}"})
+            + _tail(err))
+    return replace(run, reports=reports)
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    kept = [line for line in text.strip().splitlines() if "hostname of the client socket" not in line]
+    return ("\n    " + "\n    ".join(kept[-lines:])) if kept else ""
+
+
+def package_run(run_dir, *, world_size: int, examples: int, epochs: int, batch_size: int, seed: int,
+                timeout_s: float = TORCHRUN_TIMEOUT_S) -> PackageRun:
+    """Run ``run_dir``'s ``minitrain/training.py`` under ``torchrun --standalone`` with the lesson's
+    other files (fresh copies in a temporary folder), once per text of that file and configuration."""
+    run = PackageRun(world_size, examples, epochs, batch_size, seed)
+    source = Path(run_dir) / TRAINING_FILE
+    if not source.is_file():
+        return replace(run, failure=say({"es": f"no existe {source}: ejecuta la celda que lo escribe",
+                                         "en": f"{source} does not exist: run the cell that writes it"}))
+    text = source.read_text()
+    key = (text, run)
+    if key not in _RUNS:
+        with tempfile.TemporaryDirectory(prefix="minitrain-check-") as folder:
+            for relative, content in {**PACKAGE_FILES, TRAINING_FILE: text}.items():
+                (Path(folder) / relative).parent.mkdir(parents=True, exist_ok=True)
+                (Path(folder) / relative).write_text(content)
+            _RUNS[key] = _launch(Path(folder), run, timeout_s)
+    return _RUNS[key]
+
+
+def session_run(run_dir) -> PackageRun:
+    """The visible checks' run: a configuration drawn afresh once per kernel, shared by the checks."""
+    if not _SESSION:
+        generator = checks.fresh_generator()
+        batch = draw(generator, 8, 12)
+        _SESSION.update(world_size=2, batch_size=batch, examples=2 * draw(generator, 60, 120), epochs=3,
+                        seed=draw(generator, 0, 99_999))
+    return package_run(run_dir, **_SESSION)
+
+
+def _ran(run: PackageRun, hint) -> list:
+    """The run's reports, or a failure that says what the launch gave instead."""
+    __tracebackhide__ = True
+    if run.failure:
+        checks.fail(run.command, say({"es": "no terminó bien", "en": "did not finish properly"}),
+                    say({"es": f"{run.world_size} líneas JSON, una por proceso, y código de salida 0",
+                         "en": f"{run.world_size} JSON lines, one per process, and exit code 0"}),
+                    run.failure, hint)
+    return list(run.reports)
+
+
+def check_ranks_agree_on(run: PackageRun, hint=None) -> None:
+    """Every process ends with the same weights (same fingerprint), and they are not the ones rank 0
+    started from: training happened, and DDP kept the copies equal."""
+    __tracebackhide__ = True
+    hint = hint or HINTS["ddp_training"]
+    reports = _ran(run, hint)
+    ends = [r["end"] for r in reports]
+    checks.check_equal(ends, [ends[0]] * run.world_size, hint=hint, name={
+        "es": f"huellas de los pesos al terminar, rank 0…{run.world_size - 1} ({run.command})",
+        "en": f"fingerprints of the weights at the end, rank 0…{run.world_size - 1} ({run.command})"})
+    checks.check_true(ends[0] != reports[0]["start"], name=run.command, hint=hint,
+                      expected={"es": "pesos finales distintos de los iniciales",
+                                "en": "final weights different from the initial ones"},
+                      got={"es": "los mismos pesos que al empezar", "en": "the same weights as at the start"})
+
+
+def check_shards_on_run(run: PackageRun, hint=None) -> None:
+    """In every epoch the processes read disjoint shares that together cover the data once, and the
+    order changes from one epoch to the next."""
+    __tracebackhide__ = True
+    hint = hint or HINTS["ddp_training_shards"]
+    reports = _ran(run, hint)
+    share = math.ceil(run.examples / run.world_size)
+    counts = [len(r["seen"]) for r in reports]
+    checks.check_equal(counts, [share * run.epochs] * run.world_size, hint=hint, name={
+        "es": f"ejemplos leídos por cada proceso, {run.epochs} épocas ({run.command})",
+        "en": f"examples read by each process over {run.epochs} epochs ({run.command})"})
+    epochs = [[r["seen"][e * share:(e + 1) * share] for r in reports] for e in range(run.epochs)]
+    for number, shares in enumerate(epochs):
+        together = sorted(i for part in shares for i in part)
+        checks.check_equal(together, list(range(run.examples)), hint=hint, name={
+            "es": f"índices leídos por todos los procesos en la época {number}, ordenados ({run.command})",
+            "en": f"indices read by all the processes in epoch {number}, sorted ({run.command})"})
+    checks.check_true(epochs[0][0] != epochs[1][0], name=run.command, hint=hint,
+                      expected={"es": "otro orden en la época 1 que en la 0 (rank 0)",
+                                "en": "another order in epoch 1 than in epoch 0 (rank 0)"},
+                      got={"es": "el mismo orden", "en": "the same order"})
+
+
+def check_learns_on(run: PackageRun, hint=None) -> None:
+    """Each process reports one loss per step, every batch of its share in every epoch, and its mean
+    loss in the last epoch is well below that of the first."""
+    __tracebackhide__ = True
+    hint = hint or HINTS["ddp_training_learns"]
+    reports = _ran(run, hint)
+    steps = math.ceil(math.ceil(run.examples / run.world_size) / run.batch_size)
+    checks.check_equal([len(r["losses"]) for r in reports], [steps * run.epochs] * run.world_size, hint=hint,
+                       name={"es": f"pérdidas anotadas por cada proceso ({steps} pasos × {run.epochs} "
+                                   f"épocas; "
+                                   f"{run.command})",
+                             "en": f"losses noted by each process ({steps} steps × {run.epochs} epochs; "
+                                   f"{run.command})"})
+    for report in reports:
+        first = sum(report["losses"][:steps]) / steps
+        last = sum(report["losses"][-steps:]) / steps
+        checks.check_true(last < 0.8 * first, name=run.command, hint=hint,
+                          expected={"es": f"rank {report['rank']}: pérdida media de la última época < 0,8 × "
+                                          f"la de la primera ({first:.3f})",
+                                    "en": f"rank {report['rank']}: mean loss of the last epoch < 0.8 × that "
+                                          f"of the first ({first:.3f})"},
+                          got=f"{last:.3f}")
+
+
+def check_package_ranks_agree(run_dir) -> None:
+    """``run_dir``'s training under torchrun, 2 processes, fresh data size and seed: equal weights."""
+    __tracebackhide__ = True
+    check_ranks_agree_on(session_run(run_dir))
+
+
+def check_package_shards(run_dir) -> None:
+    """The same run: disjoint shares that cover the data every epoch, in a new order each epoch."""
+    __tracebackhide__ = True
+    check_shards_on_run(session_run(run_dir))
+
+
+def check_package_learns(run_dir) -> None:
+    """The same run: a loss per step, going down."""
+    __tracebackhide__ = True
+    check_learns_on(session_run(run_dir))
