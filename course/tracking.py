@@ -85,7 +85,7 @@ def read_scalars(run_dir) -> dict[str, list[tuple[int, float]]]:
     folder = Path(run_dir)
     if not event_files(folder):
         raise FileNotFoundError(say({
-            "es": f"no hay ficheros de eventos (events.out.tfevents.*) en {folder}: ¿se escribió "
+            "es": f"no hay archivos de eventos (events.out.tfevents.*) en {folder}: ¿se escribió "
                   "algo con un SummaryWriter en esa carpeta y se llamó a flush() o close()?",
             "en": f"no event files (events.out.tfevents.*) in {folder}: did a SummaryWriter write "
                   "into that folder, and was flush() or close() called?",

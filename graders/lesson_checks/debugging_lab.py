@@ -88,8 +88,8 @@ HINTS = {
         "more": "evaluate_fixed",
     },
     "residual_block_fixed": {
-        "es": "`h += x` modifica en su sitio la salida de `relu`, que autograd guardó para la pasada "
-              "hacia atrás: calcula la suma como un tensor nuevo. Ver sección 10.",
+        "es": "`h += x` modifica en el sitio (in-place) la salida de `relu`, que autograd guardó para "
+              "la pasada hacia atrás: calcula la suma como un tensor nuevo. Ver sección 10.",
         "en": "`h += x` modifies in place the output of `relu`, which autograd saved for the backward "
               "pass: compute the sum as a new tensor. See section 10.",
     },

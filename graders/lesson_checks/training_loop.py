@@ -34,7 +34,7 @@ HINTS = {
               "divided by its standard deviation, not by fixed ones",
     },
     "make_loaders": {
-        "es": "dos conjuntos de datos de torchvision, el de entrenamiento y el de test, leídos de `root` "
+        "es": "dos conjuntos de datos de torchvision, el de entrenamiento y el de prueba, leídos de `root` "
               "sin descargar nada y con la transformación que recibe la función; y dos DataLoader con "
               "el mismo tamaño de lote: solo el de entrenamiento se baraja, los dos usan `num_workers`, y "
               "la memoria fijada solo tiene sentido si `device` es CUDA (sección 1, «El DataLoader»)",
@@ -86,8 +86,8 @@ HINTS = {
         "es": "Adam guarda entre llamadas dos medias móviles por peso, la del gradiente y la de su "
               "cuadrado, y cuenta los pasos desde 1; como las dos empezaron en cero, se dividen por su "
               "corrección de sesgo antes de usarlas, y eps se suma fuera de la raíz (sección 5, «Dentro "
-              "de Adam y AdamW»). `param` cambia en su sitio: dar otro valor al nombre dentro de la "
-              "función no cambia el tensor de quien la llama",
+              "de Adam y AdamW»). `param` cambia en el sitio (in-place): dar otro valor al nombre "
+              "dentro de la función no cambia el tensor de quien la llama",
         "en": "Adam keeps two running averages per weight between calls, of the gradient and of its "
               "square, and counts steps from 1; since both started at zero, they are divided by their "
               "bias correction before use, and eps is added outside the square root (section 5, "
@@ -145,7 +145,7 @@ HINTS = {
     },
     "accumulation_step": {
         "es": "los gradientes se suman en `.grad` mientras nadie los borre (sección 8): bórralos una "
-              "sola vez antes de empezar, pondera la pérdida de cada micro-lote por su parte del lote "
+              "sola vez antes de empezar, pondera la pérdida de cada microlote por su parte del lote "
               "grande y deja que el optimizador dé un único paso con la suma",
         "en": "gradients add up in `.grad` as long as nothing clears them (section 8): clear them once "
               "before you start, weigh each micro-batch's loss by its share of the large batch, and "
@@ -153,7 +153,7 @@ HINTS = {
         "more": "accumulation_step",
     },
     "accumulation_loss": {
-        "es": "la pérdida del lote grande es la suma de las pérdidas ya ponderadas de los micro-lotes "
+        "es": "la pérdida del lote grande es la suma de las pérdidas ya ponderadas de los microlotes "
               "(sección 8), devuelta como número de Python",
         "en": "the large batch's loss is the sum of the micro-batches' already weighted losses "
               "(section 8), returned as a Python number",
@@ -261,9 +261,9 @@ MORE_HINTS = {
               "section 7 shows why a reference will not do.",
     },
     "accumulation_step": {
-        "es": "N es el número total de ejemplos de todos los micro-lotes juntos. Cada micro-lote tiene "
+        "es": "N es el número total de ejemplos de todos los microlotes juntos. Cada microlote tiene "
               "su pasada hacia delante, su pérdida multiplicada por len(y) / N y su pasada hacia atrás; "
-              "entre micro-lotes no se borra nada, y el optimizador solo interviene al principio (para "
+              "entre microlotes no se borra nada, y el optimizador solo interviene al principio (para "
               "borrar) y al final (el paso). La segunda celda de la sección 8 hace la acumulación.",
         "en": "N is the total number of examples of all micro-batches together. Each micro-batch gets "
               "its forward pass, its loss multiplied by len(y) / N and its backward pass; nothing is "
@@ -1155,7 +1155,7 @@ def watch_accumulation_step(accumulation_step, *, seed: int, sizes, widths):
 
 
 def _accumulation_label(sizes) -> dict:
-    return {"es": f"accumulation_step(..., micro-lotes de tamaños {list(sizes)})",
+    return {"es": f"accumulation_step(..., microlotes de tamaños {list(sizes)})",
             "en": f"accumulation_step(..., micro-batches of sizes {list(sizes)})"}
 
 
@@ -1222,7 +1222,7 @@ def check_classifier(make_classifier, classifier, test_loader, device) -> None:
     predictions, targets = training.predict(classifier, test_loader, device=device)
     score = (predictions == targets).double().mean().item()
     checks.check_true(score >= 0.80, hint=hint,
-                      name={"es": f"exactitud del clasificador en {len(targets)} imágenes de test",
+                      name={"es": f"exactitud del clasificador en {len(targets)} imágenes de prueba",
                             "en": f"classifier accuracy on {len(targets)} test images"},
                       expected="≥ 80 %", got=f"{score:.1%}")
 
