@@ -130,7 +130,13 @@ def lab_environment(**extra) -> dict:
     return {**env, **extra}
 
 
-def run_in_lab(browser, server: LabServer, notebook: str, screenshot: Path, timeout_s: float = 300) -> LabRun:
+# A lesson's FAST run takes under a minute alone; two test workers and a loaded machine multiply
+# that several times, and the test is about what the lesson shows, not how fast.
+LESSON_TIMEOUT_S = 900
+
+
+def run_in_lab(browser, server: LabServer, notebook: str, screenshot: Path,
+               timeout_s: float = LESSON_TIMEOUT_S) -> LabRun:
     """Open ``notebook`` (relative to the server's root), run all cells, inspect every output."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
