@@ -173,9 +173,9 @@ def prepare() -> None:
         # The inline backend registers its display hook (post_execute: flush_figures) when it is
         # loaded, at the first figure: load it now, so that the hook is part of the state the
         # guard restores rather than something it takes away (every later figure would be lost).
-        import matplotlib.pyplot as plt
-
-        plt.close(plt.figure())
+        # Named explicitly: an MPLBACKEND=Agg inherited from the caller's shell would otherwise
+        # leave every figure of the notebook unseen.
+        shell.run_line_magic("matplotlib", "inline")
 
         ExecutionGuard(shell).install()
     except ImportError:  # outside IPython, or without torch: nothing to guard
