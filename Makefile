@@ -37,16 +37,16 @@ PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg $(BIN)/python -m pytest
 # Test workers execute notebooks side by side: one math thread each avoids oversubscribing.
 # The class grader's tests start their own parallel workers, so they run afterwards, alone.
 test: setup test-packages
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not classroom"
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m "not classroom and not second_edition"
 	$(PYTEST) -m classroom
 
 # The quick loop while working: no notebook or kernel executions, no class grading, no browser.
 test-fast: setup
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m "not notebook and not classroom"
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m "not notebook and not classroom"
 
 # Every lesson of both editions in JupyterLab in headless Chromium; screenshots in build/browser/.
 test-browser: setup test-packages
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) -m browser
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m browser
 
 # The course as one package (lesson helpers, checks, graders) for Colab, a JupyterHub or a Dask
 # worker: pip install dist/pytorch_course-*.whl

@@ -3,9 +3,13 @@
 import copy
 
 import nbformat
+from nbclient import NotebookClient
+from nbgrader.utils import determine_grade
 
+from graders.kernel_startup import KERNEL_ARGUMENTS
 from graders.lessons import available_lessons, edition_path, solution_path
-from graders.nbgrader_adapter import grade_id, is_solution_cell
+from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
+from graders.nbgrader_settings import CELL_TIMEOUT_S
 from graders.release.editions import filter_language
 
 LESSONS = available_lessons()
@@ -48,3 +52,24 @@ def without_cell(nb, cell_id: str):
 def write(nb, path):
     nbformat.write(nb, path)
     return path
+
+
+def first_lost_points(nb, cwd) -> str | None:
+    """Execute ``nb`` in ``cwd`` until a grade cell scores below its points, as nbgrader scores it.
+
+    Returns that cell's grade id, or None when every grade cell earned its points. The cells after
+    the first loss are never run: they cannot change whether a loss happened.
+    """
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, allow_errors=True, kernel_name="python3",
+                            extra_arguments=list(KERNEL_ARGUMENTS),
+                            resources={"metadata": {"path": str(cwd)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            client.execute_cell(cell, index)
+            if is_grade_cell(cell) and not is_solution_cell(cell):
+                score, points = determine_grade(cell)
+                if score < points:
+                    return grade_id(cell)
+    return None

@@ -6,10 +6,21 @@ Each test executes its own notebooks; pytest-xdist spreads them over the cores.
 import json
 
 import pytest
-from lesson_files import LESSONS, cell_source, read_edition, read_source, replace_cell, solution_cells, write
+from lesson_files import (
+    LESSONS,
+    cell_source,
+    first_lost_points,
+    read_edition,
+    read_source,
+    replace_cell,
+    solution_cells,
+    write,
+)
+from nbformat.v4 import new_code_cell, new_notebook
 
 from course.settings import LANGUAGES
 from graders.course_run.runner import run_course
+from graders.nbgrader_adapter import grade_cells
 from graders.notebook_grading.autograde import autograde, submit
 from graders.release.editions import fill_solutions, solution_sources
 
@@ -47,17 +58,32 @@ def test_untouched_edition_scores_zero(lesson, lang, course_dir, tmp_path):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_spanish_and_english_editions_grade_alike(lesson, course_dir, tmp_path):
-    solutions = solution_sources(read_source(lesson))
-    scores = {lang: _grade(course_dir, tmp_path, lesson, f"filled-{lang}",
-                           fill_solutions(read_edition(lesson, lang), solutions))
-              for lang in LANGUAGES}
-    assert scores["es"].cells == scores["en"].cells
-    assert scores["es"].score == scores["en"].score == scores["en"].max_score
+    """The filled Spanish edition earns every cell's points, as the English reference does (above)."""
+    solved = fill_solutions(read_edition(lesson, "es"), solution_sources(read_source(lesson)))
+    score = _grade(course_dir, tmp_path, lesson, "filled-es", solved)
+    assert score.cells == {cell: (points, points) for cell, points in grade_cells(course_dir, lesson).items()}
 
 
 @pytest.mark.parametrize(("lesson", "grade_id"), STUBBED)
-def test_every_solution_cell_is_graded(lesson, grade_id, course_dir, tmp_path):
+def test_every_solution_cell_is_graded(lesson, grade_id, tmp_path):
     stub = cell_source(read_edition(lesson, "en"), grade_id)
     submission = replace_cell(read_source(lesson), grade_id, stub)
-    score = _grade(course_dir, tmp_path, lesson, f"stub-{grade_id}", submission)
-    assert score.score < score.max_score, f"stubbing {grade_id} lost no points"
+    assert first_lost_points(submission, tmp_path) is not None, f"stubbing {grade_id} lost no points"
+
+
+def _grade_cell(source, points, cell_id):
+    cell = new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
+                                 "grade_id": cell_id}
+    return cell
+
+
+def test_first_lost_points_scores_as_nbgrader_and_stops_there(tmp_path):
+    """A passing cell earns its points, an error or a partial score is a loss, later cells never run."""
+    cells = [new_code_cell("x = 1"), _grade_cell("assert x == 1", 1, "passes"),
+             _grade_cell("0.5", 1, "partial"), _grade_cell("open('ran', 'w').close()", 1, "after")]
+    assert first_lost_points(new_notebook(cells=cells), tmp_path) == "partial"
+    assert not (tmp_path / "ran").exists()
+    failing = [new_code_cell("x = 2"), _grade_cell("assert x == 1", 1, "fails")]
+    assert first_lost_points(new_notebook(cells=failing), tmp_path) == "fails"
+    assert first_lost_points(new_notebook(cells=cells[:2]), tmp_path) is None
