@@ -1,15 +1,13 @@
 """Reading the lessons' sources and editions, and editing their cells, for the tests."""
 
 import copy
+from contextlib import closing
 
 import nbformat
-from nbclient import NotebookClient
-from nbgrader.utils import determine_grade
 
-from graders.kernel_startup import KERNEL_ARGUMENTS
 from graders.lessons import available_lessons, edition_path, solution_path
-from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
-from graders.nbgrader_settings import CELL_TIMEOUT_S
+from graders.nbgrader_adapter import grade_id, is_solution_cell
+from graders.notebook_grading.selfcheck import scored_grade_cells
 from graders.release.editions import filter_language
 
 LESSONS = available_lessons()
@@ -60,16 +58,12 @@ def first_lost_points(nb, cwd) -> str | None:
     Returns that cell's grade id, or None when every grade cell earned its points. The cells after
     the first loss are never run: they cannot change whether a loss happened.
     """
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, allow_errors=True, kernel_name="python3",
-                            extra_arguments=list(KERNEL_ARGUMENTS),
-                            resources={"metadata": {"path": str(cwd)}})
-    with client.setup_kernel():
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            client.execute_cell(cell, index)
-            if is_grade_cell(cell) and not is_solution_cell(cell):
-                score, points = determine_grade(cell)
-                if score < points:
-                    return grade_id(cell)
-    return None
+    with closing(scored_grade_cells(nb, cwd)) as scored:
+        return next((grade_id(cell) for cell, score, points in scored
+                     if not is_solution_cell(cell) and score < points), None)
+
+
+def standalone_language(lesson: str) -> str:
+    """The edition the stand-alone test runs for ``lesson``, alternating; ``make test`` runs the other
+    one in the browser, so that both editions of every lesson run as a student would."""
+    return "es" if LESSONS.index(lesson) % 2 == 0 else "en"

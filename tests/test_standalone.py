@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from lesson_files import LESSONS, read_edition, read_source, write
+from lesson_files import LESSONS, read_edition, read_source, standalone_language, write
 
 from graders.lessons import ROOT
 from graders.release.editions import fill_solutions, solution_sources
@@ -68,7 +68,7 @@ def data_cache(home: Path) -> None:
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_a_student_edition_runs_outside_the_repository(lesson, wheel, shared_dependencies, tmp_path):
-    language = "es" if LESSONS.index(lesson) % 2 == 0 else "en"
+    language = standalone_language(lesson)
     python = fresh_venv(tmp_path / "venv", shared_dependencies)
     home, work = tmp_path / "home", tmp_path / "work"
     data_cache(home)

@@ -36,28 +36,38 @@ def _first_error(cell) -> str:
     return ""
 
 
+def scored_grade_cells(nb, cwd, cell_timeout: int = CELL_TIMEOUT_S):
+    """Execute ``nb`` in ``cwd`` in a grading kernel, cell by cell; after each grade cell, yield
+    ``(cell, score, max_score)`` as nbgrader scores it. Closing the generator early stops the kernel
+    without running the cells after."""
+    client = NotebookClient(nb, timeout=cell_timeout, allow_errors=True, kernel_name="python3",
+                            extra_arguments=list(KERNEL_ARGUMENTS),
+                            resources={"metadata": {"path": str(cwd)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "code":
+                client.execute_cell(cell, index)
+            if is_grade_cell(cell):
+                yield cell, *determine_grade(cell)
+
+
 def run_visible_checks(path: Path, cell_timeout: int = CELL_TIMEOUT_S) -> tuple[str, bool]:
     """Execute ``path`` (in a copy) and return a report and whether every visible check passed."""
     path = Path(path)
     nb = nbformat.read(path, 4)
     os.environ.setdefault("COURSE_FAST", "1")
-    client = NotebookClient(nb, timeout=cell_timeout, allow_errors=True, kernel_name="python3",
-                            extra_arguments=list(KERNEL_ARGUMENTS),
-                            resources={"metadata": {"path": str(path.parent.resolve())}})
-    client.execute()
     words = TEXT[edition_language(nb)]
     lines = [words["title"].format(name=path.name), ""]
-    passed = points = maximum = 0
-    graded = [cell for cell in nb.cells if is_grade_cell(cell)]
-    for cell in graded:
-        score, max_score = determine_grade(cell)
+    passed = points = maximum = graded = 0
+    for cell, score, max_score in scored_grade_cells(nb, path.parent.resolve(), cell_timeout):
         ok = score == max_score
+        graded += 1
         passed += ok
         points += score or 0
         maximum += max_score
         mark = words["pass"] if ok else words["fail"]
         detail = "" if ok else f"  {_first_error(cell)}"
         lines.append(f"  {mark:5} {grade_id(cell)} ({max_score:g}){detail}")
-    lines += ["", words["total"].format(ok=passed, n=len(graded), points=points, max=maximum),
+    lines += ["", words["total"].format(ok=passed, n=graded, points=points, max=maximum),
               words["hidden"]]
-    return "\n".join(lines), passed == len(graded)
+    return "\n".join(lines), passed == graded
