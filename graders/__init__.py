@@ -9,9 +9,10 @@ On the host, in pipeline order (may import the kernel side, never the reverse):
     nbgrader_settings.py the course's nbgrader configuration
     nbgrader_adapter.py  the one place that calls nbgrader
     release/             student editions and nbgrader course directories (``course release``)
-    course_run/          every lesson through papermill, then nbgrader (``course run``)
-    notebook_grading/    one notebook graded: autograde, feedback, repairs, ``course check``
-    class_grading/       a whole class (``course grade``): pool, worker, sandbox, resilient execution;
-                         then item analysis, similarity, grades for Moodle/Canvas; or on Dask
+    run/                 ``course run``: every lesson through papermill, then nbgrader
+    grade/               ``course grade``: a whole class (pool, worker, sandbox, resilient
+                         execution); then item analysis, similarity, grades for Moodle/Canvas; or on Dask
+    selfcheck.py         ``course check``: a student's notebook, its visible checks only
+    notebook_grading/    one notebook through nbgrader: autograde, feedback, repairs
     cli.py               the ``course`` command
 """

@@ -6,8 +6,11 @@ by the two editions.
 """
 
 import contextlib
+import dataclasses
+import functools
 import numbers
 import sys
+import types
 from unittest import mock
 
 import torch
@@ -255,6 +258,13 @@ def check_statements(answers, keys, *, hint=None) -> None:
             fail(f"ANSWERS[{key!r}]", words["bool"], "True | False", describe(answers[key]), hint)
 
 
+def check_concepts(answers, texts) -> None:
+    """A lesson's concept check, visible part: ``answers`` against its ``texts`` (a
+    ``LessonTexts``: the statements' keys and the lesson's hint for them)."""
+    __tracebackhide__ = True
+    check_statements(answers, texts.concept_keys, hint=texts.hints.get("concept_check"))
+
+
 def score_statements(answers, truth: dict, points: float) -> float:
     """Partial credit for a concept check: each statement classified right earns its share.
 
@@ -282,29 +292,62 @@ class ShortcutUsed(RuntimeError):
     """An answer called a function that does the exercise's work, switched off inside its check."""
 
 
+SHORTCUT = {
+    "es": "{name} no está disponible en este ejercicio: hace justo lo que se te pide escribir",
+    "en": "{name} is not available in this exercise: it does exactly what you are asked to write",
+}
+
+
+def both(es: str, en: str, *, more: str | None = None) -> dict:
+    """A text in the two editions' languages, as ``say`` and ``fail`` take it; ``more`` names the
+    exercise whose second hint the student can ask for."""
+    return {"es": es, "en": en, **({"more": more} if more else {})}
+
+
 def _course_namespaces() -> list[dict]:
     return [vars(module) for name, module in list(sys.modules.items())
             if module is not None and (name == "course" or name.startswith("course."))]
 
 
+def _student_namespaces(answers) -> list[dict]:
+    """The notebook's namespace, and the globals of every answer given (a function, a class, an
+    object or a module the student wrote, wherever it was defined)."""
+    namespaces = [vars(sys.modules["__main__"])] if "__main__" in sys.modules else []
+    for answer in answers:
+        if isinstance(answer, dict):
+            namespaces.append(answer)
+        elif isinstance(answer, types.ModuleType):
+            namespaces.append(vars(answer))
+        else:
+            function = getattr(answer, "__func__", answer)
+            if not hasattr(function, "__globals__"):
+                function = getattr(type(answer), "forward", None) or getattr(answer, "__init__", None)
+            if hasattr(function, "__globals__"):
+                namespaces.append(function.__globals__)
+    unique = {id(namespace): namespace for namespace in namespaces}
+    return list(unique.values())
+
+
 @contextlib.contextmanager
-def switched_off(targets, message, *namespaces):
+def shortcuts_off(targets, *answers, message=SHORTCUT):
     """Inside the block, calling any ``(owner, name)`` of ``targets`` raises :class:`ShortcutUsed`.
 
     ``message`` (``{"es": ..., "en": ...}``; ``{name}`` becomes the function's name) says why. The
-    same functions bound under other names in the course's modules and in ``namespaces`` (a student
-    function's ``__globals__``) are switched off too, so that an import under another name does not
-    escape the check.
+    same functions bound under other names are switched off too, wherever a student could have
+    put them: in the notebook's namespace, in the globals of each of ``answers`` (the functions,
+    objects or modules under test) and in the course's modules.
     """
     def refusal(label):
         def refused(*args, **kwargs):
             raise ShortcutUsed(say(message).replace("{name}", label))
         return refused
 
-    originals = [(owner, attribute, getattr(owner, attribute)) for owner, attribute in targets]
+    originals = [(owner, attribute, vars(owner).get(attribute, getattr(owner, attribute)))
+                 if isinstance(owner, type) else (owner, attribute, getattr(owner, attribute))
+                 for owner, attribute in targets]
     patched = {(id(vars(owner)), attribute) for owner, attribute, _ in originals}
     aliases = [(namespace, key, value, refusal(key))
-               for namespace in [*_course_namespaces(), *namespaces]
+               for namespace in [*_course_namespaces(), *_student_namespaces(answers)]
                for key, value in list(namespace.items())
                if any(value is original for _, _, original in originals)
                and (id(namespace), key) not in patched]
@@ -319,3 +362,90 @@ def switched_off(targets, message, *namespaces):
         finally:
             for namespace, key, value, _ in reversed(aliases):
                 namespace[key] = value
+
+
+def run_answer(answer, *args, name: str, hint=None, shortcuts=(), message=SHORTCUT, **kwargs):
+    """``answer(*args, **kwargs)`` with ``shortcuts`` switched off (see :func:`shortcuts_off`);
+    an exception is reported as a failure of the check ``name``. Returns what the answer returned."""
+    __tracebackhide__ = True
+    with shortcuts_off(shortcuts, answer, message=message):
+        return check_runs(answer, *args, name=name, hint=hint, **kwargs)
+
+
+def _rng_devices() -> list[int]:
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+
+
+def keeps_random_state(check):
+    """Decorates a check: whatever it and the answer it runs draw, torch's global random state
+    afterwards is the student's, as it was before (CPU and every CUDA device in use)."""
+    @functools.wraps(check)
+    def kept(*args, **kwargs):
+        __tracebackhide__ = True
+        with torch.random.fork_rng(devices=_rng_devices()):
+            return check(*args, **kwargs)
+
+    kept.keeps_random_state = True
+    return kept
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Inside, torch's global random state starts from ``seed``; afterwards it is the student's
+    again, as it was (CPU and every CUDA device in use), so that a check never reseeds the notebook."""
+    with torch.random.fork_rng(devices=_rng_devices()):
+        torch.manual_seed(seed)
+        yield
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    """A CPU generator of its own, seeded: inputs drawn from it leave the global state alone."""
+    return torch.Generator().manual_seed(seed)
+
+
+def check_unchanged(before, after, *, name: str, hint=None) -> None:
+    """An input the answer was given comes back as it was (``before`` is a clone taken first)."""
+    __tracebackhide__ = True
+    check_true(torch.equal(before, after), name=name, expected=INPUT_KEPT, got=INPUT_CHANGED, hint=hint)
+
+
+INPUT_KEPT = {"es": "la entrada sin cambios", "en": "the input left unchanged"}
+INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
+
+
+@dataclasses.dataclass
+class StepRecord:
+    """One step of a :class:`SpySGD`: the gradients it used, the parameters before and after."""
+
+    grads: list
+    before: list
+    after: list | None = None
+
+
+def _snapshot(params, what: str) -> list:
+    return [None if getattr(p, what) is None else getattr(p, what).detach().clone() for p in params]
+
+
+class SpySGD(torch.optim.SGD):
+    """Plain SGD that keeps a :class:`StepRecord` of each step in ``steps``, and first tells
+    ``on_step`` (a function of that record) that a step is being taken."""
+
+    def __init__(self, params, lr: float = 0.1, on_step=None):
+        super().__init__(params, lr=lr)
+        self.steps = []
+        self.on_step = on_step
+
+    def step(self, closure=None):
+        params = [p for group in self.param_groups for p in group["params"]]
+        record = StepRecord(grads=_snapshot(params, "grad"), before=_snapshot(params, "data"))
+        if self.on_step is not None:
+            self.on_step(record)
+        result = super().step(closure)
+        record.after = _snapshot(params, "data")
+        self.steps.append(record)
+        return result
+
+
+def switched_off(targets, message, *namespaces):
+    """Transitional: the old name of :func:`shortcuts_off`, removed once every lesson moved."""
+    return shortcuts_off(targets, *namespaces, message=message)

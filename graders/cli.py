@@ -12,8 +12,8 @@ from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
 
 
 def _run(args) -> int:
-    from graders.course_run.report import format_table
-    from graders.course_run.runner import run_course
+    from graders.run.report import format_table
+    from graders.run.runner import run_course
 
     report = run_course(args.lessons, fast=args.fast, device=args.device, out_dir=args.out,
                         cell_timeout=args.cell_timeout, lesson_timeout=args.lesson_timeout)
@@ -28,15 +28,15 @@ def _release(args) -> int:
 
     for path in release(args.out / "editions", lessons=args.lesson):
         print(f"wrote {path}")
-    course_dir = build_course(args.out / "course", "en", args.lesson)
+    course_dir = build_course(args.out / "nbgrader", "en", args.lesson)
     print(f"nbgrader course directory (source/, release/, gradebook.db): {course_dir}")
     return 0
 
 
 def _grade(args) -> int:
-    from graders.class_grading.classroom import Classroom, Options, default_out_dir, grade_class
-    from graders.class_grading.results import summary
-    from graders.class_grading.submissions import SubmissionsError
+    from graders.grade.classroom import Classroom, Options, default_out_dir, grade_class
+    from graders.grade.results import summary
+    from graders.grade.submissions import SubmissionsError
     from graders.nbgrader_adapter import grade_cells
 
     options = Options(args.lesson, Path(args.submissions), args.out_dir or default_out_dir(args.lesson),
@@ -44,7 +44,7 @@ def _grade(args) -> int:
                       notebook_timeout=args.notebook_timeout, scheduler=args.scheduler)
     try:
         if args.scheduler:
-            from graders.class_grading.dask_pool import DaskUnavailable, describe_cluster
+            from graders.grade.dask_pool import DaskUnavailable, describe_cluster
 
             print(f"Grading {args.lesson} from {options.submissions} on the Dask cluster at "
                   f"{args.scheduler}; its workers:")
@@ -61,7 +61,7 @@ def _grade(args) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     out = Path(options.out_dir)
-    cells = grade_cells(out / "course", options.lesson)
+    cells = grade_cells(out / "nbgrader", options.lesson)
     reports, flagged = _after_grading(args, out, rows, cells)
     table, picture = summary(rows, cells, out, flagged=flagged)
     print()
@@ -77,12 +77,12 @@ def _grade(args) -> int:
 
 def _after_grading(args, out: Path, rows, cells) -> tuple[list[str], list]:
     """Item analysis, similarity and the platform exports; returns their lines and the flagged items."""
-    from graders.class_grading import item_analysis, lms_export, similarity
+    from graders.grade import item_analysis, lms_export, similarity
 
-    analysis = item_analysis.analyse(out / "course", args.lesson, rows, cells)
+    analysis = item_analysis.analyse(out / "nbgrader", args.lesson, rows, cells)
     paths = item_analysis.write_report(analysis, out)
     threshold = args.similarity_threshold
-    similar = similarity.analyse(out / "course", args.lesson, rows,
+    similar = similarity.analyse(out / "nbgrader", args.lesson, rows,
                                  similarity.DEFAULT_THRESHOLD if threshold is None else threshold)
     lines = [f"Items:      {paths['html']} (what the class got wrong; also .csv and .png)",
              f"Similarity: {similarity.write_html(similar, out / 'similarity.html')} "
@@ -99,7 +99,7 @@ def _after_grading(args, out: Path, rows, cells) -> tuple[list[str], list]:
 
 
 def _check(args) -> int:
-    from graders.notebook_grading.selfcheck import run_visible_checks
+    from graders.selfcheck import run_visible_checks
 
     report, all_passed = run_visible_checks(Path(args.notebook))
     print(report)

@@ -26,7 +26,7 @@ AUTOGRADE_STEPS = (
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 )
-RESILIENT_EXECUTE = "graders.class_grading.resilient_execute.ResilientExecute"
+RESILIENT_EXECUTE = "graders.grade.resilient_execute.ResilientExecute"
 
 
 def _stock(c) -> None:

@@ -7,7 +7,7 @@ import nbformat
 
 from graders.lessons import available_lessons, edition_path, solution_path
 from graders.nbgrader_adapter import grade_id, is_solution_cell
-from graders.notebook_grading.selfcheck import scored_grade_cells
+from graders.selfcheck import scored_grade_cells
 from graders.release.editions import filter_language
 
 LESSONS = available_lessons()

@@ -1,4 +1,5 @@
 import re
+import sys
 import warnings
 
 import pytest
@@ -143,13 +144,48 @@ def test_score_statements_gives_each_statement_its_share_and_names_the_wrong_one
                            "statements classified right: 0 of 3", "review: a, b, c"]
 
 
-def test_switched_off_refuses_a_function_under_any_name_and_puts_it_back():
+def _student_function(namespace: dict):
+    exec("def answer(x):\n    return root(x)\n", namespace)
+    return namespace["answer"]
+
+
+def test_shortcuts_off_refuses_a_function_under_any_name_and_puts_it_back():
     import math as owner
     namespace = {"root": owner.sqrt}
     message = {"es": "{name} no está disponible", "en": "{name} is not available here"}
-    with checks.switched_off([(owner, "sqrt")], message, namespace):
+    with checks.shortcuts_off([(owner, "sqrt")], _student_function(namespace), message=message):
         with pytest.raises(checks.ShortcutUsed, match="math.sqrt is not available here"):
             owner.sqrt(4)
         with pytest.raises(checks.ShortcutUsed, match="root is not available here"):
             namespace["root"](4)
     assert owner.sqrt(4) == namespace["root"](4) == 2
+
+
+def test_shortcuts_off_reaches_the_notebook_namespace_without_being_told(monkeypatch):
+    import math as owner
+    notebook = vars(sys.modules["__main__"])
+    monkeypatch.setitem(notebook, "square_root", owner.sqrt)
+    with checks.shortcuts_off([(owner, "sqrt")]), pytest.raises(checks.ShortcutUsed, match="square_root"):
+        notebook["square_root"](4)
+    assert notebook["square_root"](9) == 3
+
+
+def test_seeded_draws_the_same_and_gives_the_student_state_back():
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    with checks.seeded(3):
+        first = torch.rand(4)
+    with checks.seeded(3):
+        assert torch.equal(torch.rand(4), first)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_spy_sgd_records_each_step_and_tells_its_listener():
+    weight = torch.nn.Parameter(torch.ones(2))
+    heard = []
+    spy = checks.SpySGD([weight], lr=0.5, on_step=lambda record: heard.append(record.grads[0].tolist()))
+    weight.grad = torch.tensor([1.0, -2.0])
+    spy.step()
+    assert heard == [[1.0, -2.0]]
+    assert spy.steps[0].before[0].tolist() == [1.0, 1.0]
+    assert spy.steps[0].after[0].tolist() == [0.5, 2.0]

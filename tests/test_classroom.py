@@ -17,7 +17,7 @@ import pytest
 from hostile import CASES, FULL, LESSON, TO_UNIT_FLOAT, solved, write_class
 from lesson_files import replace_cell
 
-from graders.class_grading.classroom import Classroom, Options, grade_class
+from graders.grade.classroom import Classroom, Options, grade_class
 from graders.lessons import ROOT, solution_path
 from graders.notebook_grading.feedback import hidden_lines
 
@@ -51,11 +51,11 @@ def hostile_class(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     out = root / "out"
     server, seen, stop = _listener()
-    targets = [str(out / "course" / "gradebook.db"), str(root / MARKER), str(ROOT / MARKER)]
+    targets = [str(out / "nbgrader" / "gradebook.db"), str(root / MARKER), str(ROOT / MARKER)]
     private = [f"/tmp/{MARKER}"]
     context = {"port": server.getsockname()[1], "targets": targets, "private": private, "paths": [
         "../../solutions/01_tensors.ipynb", str(ROOT / "solutions" / "01_tensors.ipynb"),
-        str(out / "course" / "gradebook.db"), str(root / "submissions" / "correct.ipynb"),
+        str(out / "nbgrader" / "gradebook.db"), str(root / "submissions" / "correct.ipynb"),
         "/etc/shadow"]}
     cases = write_class(root / "submissions", context)
     options = Options(LESSON, root / "submissions", out, workers=2, cell_timeout=10,
@@ -85,7 +85,7 @@ def test_the_sandbox_let_nothing_out(hostile_class):
     assert hostile_class["seen"] == [], "a kernel reached the network"
     for target in hostile_class["targets"]:
         assert not os.path.exists(target), f"a kernel wrote {target}"
-    assert b"pwned" not in (hostile_class["out"] / "course" / "gradebook.db").read_bytes()
+    assert b"pwned" not in (hostile_class["out"] / "nbgrader" / "gradebook.db").read_bytes()
 
 
 def test_grades_csv_lists_every_student(hostile_class):
@@ -110,7 +110,7 @@ def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
 
 
 def test_stock_nbgrader_export_reads_the_gradebook(hostile_class):
-    course = hostile_class["out"] / "course"
+    course = hostile_class["out"] / "nbgrader"
     subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course, check=True,
                    capture_output=True)
     with open(course / "grades.csv", encoding="utf-8") as handle:
@@ -179,7 +179,7 @@ def test_a_killed_run_resumes_with_what_is_missing(tmp_path):
 
 def test_without_root_a_user_namespace_still_isolates(tmp_path, monkeypatch):
     """The mode used where switching users is impossible, forced here."""
-    monkeypatch.setattr("graders.class_grading.classroom.detect_mode", lambda: "userns")
+    monkeypatch.setattr("graders.grade.classroom.detect_mode", lambda: "userns")
     submissions = tmp_path / "in"
     submissions.mkdir()
     written = [str(ROOT / f"{MARKER}-userns"), f"/tmp/{MARKER}-userns"]

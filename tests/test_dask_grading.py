@@ -15,7 +15,7 @@ import psutil
 import pytest
 from solution_styles import HARD_CODED, LESSON, STYLES, notebook
 
-from graders.class_grading.classroom import Options, grade_class
+from graders.grade.classroom import Options, grade_class
 from graders.lessons import ROOT
 
 pytestmark = [pytest.mark.notebook, pytest.mark.classroom]

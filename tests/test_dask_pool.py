@@ -8,15 +8,15 @@ import textwrap
 
 import pytest
 
-from graders.class_grading import dask_pool
-from graders.class_grading.dask_pool import DaskUnavailable, WorkerNotReady, accept
-from graders.class_grading.sandbox import NoFreeSlot, claim_slot
+from graders.grade import dask_pool
+from graders.grade.dask_pool import DaskUnavailable, WorkerNotReady, accept
+from graders.grade.sandbox import NoFreeSlot, claim_slot
 
 
 def test_slots_are_unique_on_a_machine_and_freed_with_their_holder(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from graders.class_grading.sandbox import claim_slot
+        from graders.grade.sandbox import claim_slot
         number, handle = claim_slot(range(7, 10), {str(tmp_path)!r})  # held while handle lives
         print(number, flush=True)
         time.sleep(60)
@@ -37,7 +37,7 @@ def test_slots_are_unique_on_a_machine_and_freed_with_their_holder(tmp_path):
 
 
 def test_dask_slots_stay_clear_of_local_workers_and_inside_the_sandbox_range():
-    from graders.class_grading.sandbox import MAX_SLOTS
+    from graders.grade.sandbox import MAX_SLOTS
 
     assert dask_pool.SLOTS.start >= 64 and dask_pool.SLOTS.stop <= MAX_SLOTS
 
@@ -114,12 +114,12 @@ def test_an_unreachable_scheduler_says_how_to_start_one():
 
 
 def test_a_worker_without_bubblewrap_refuses_a_sandboxed_run(monkeypatch):
-    monkeypatch.setattr("graders.class_grading.sandbox.detect_mode", lambda: "none")
+    monkeypatch.setattr("graders.grade.sandbox.detect_mode", lambda: "none")
     with pytest.raises(WorkerNotReady, match="bubblewrap is missing on the Dask worker"):
         dask_pool.sandbox_policy("on")
     assert dask_pool.sandbox_policy("off").mode == "none"  # the instructor said so
     monkeypatch.setenv("COURSE_GRADERS_PER_MACHINE", "1")
-    monkeypatch.setattr("graders.class_grading.sandbox.detect_mode", lambda: "userns")
+    monkeypatch.setattr("graders.grade.sandbox.detect_mode", lambda: "userns")
     alone = dask_pool.sandbox_policy("on")
     monkeypatch.setenv("COURSE_GRADERS_PER_MACHINE", "64")
     assert (alone.mode, alone.limits.memory_bytes >= dask_pool.sandbox_policy("on").limits.memory_bytes) == \
@@ -164,7 +164,7 @@ def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp
 
 def test_local_pools_take_slots_no_other_grading_run_holds(tmp_path, monkeypatch):
     """Two grading runs at once on one machine never share a sandbox user."""
-    from graders.class_grading import sandbox
+    from graders.grade import sandbox
 
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
     first = [sandbox.claim_slot(sandbox.LOCAL_SLOTS) for _ in range(2)]

@@ -7,8 +7,8 @@ import sys
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from graders.class_grading import resilient_execute
-from graders.class_grading.resilient_execute import ResilientExecute, SharedContextKernelManager
+from graders.grade import resilient_execute
+from graders.grade.resilient_execute import ResilientExecute, SharedContextKernelManager
 
 pytestmark = pytest.mark.notebook
 

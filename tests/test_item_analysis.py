@@ -4,9 +4,9 @@ import statistics
 
 import pytest
 
-from graders.class_grading import item_analysis as ia
-from graders.class_grading.resilient_execute import INCIDENT
-from graders.class_grading.results import Row
+from graders.grade import item_analysis as ia
+from graders.grade.resilient_execute import INCIDENT
+from graders.grade.results import Row
 
 GRADE_SOURCE = "\n".join([
     "HINT = 'h'",                       # 1

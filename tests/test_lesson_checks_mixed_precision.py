@@ -339,10 +339,10 @@ def test_skipped_steps():
 
 # ------------------------------------------------------------------------------------ concept check
 def test_concept_statements_are_checked_and_scored():
-    answers = dict.fromkeys(lesson.CONCEPT_STATEMENTS, True)
-    checks.check_statements(answers, lesson.CONCEPT_STATEMENTS, hint=lesson.HINTS["concept_check"])
+    answers = dict.fromkeys(lesson.CONCEPT_KEYS, True)
+    checks.check_statements(answers, lesson.CONCEPT_KEYS, hint=lesson.HINTS["concept_check"])
     with pytest.raises(CheckFailed, match="hint: ANSWERS must have exactly"):
-        checks.check_statements({**answers, "autocast_all_16_bit": None}, lesson.CONCEPT_STATEMENTS,
+        checks.check_statements({**answers, "autocast_all_16_bit": None}, lesson.CONCEPT_KEYS,
                                 hint=lesson.HINTS["concept_check"])
 
 

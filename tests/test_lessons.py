@@ -19,7 +19,7 @@ from lesson_files import (
 from nbformat.v4 import new_code_cell, new_notebook
 
 from course.settings import LANGUAGES
-from graders.course_run.runner import run_course
+from graders.run.runner import run_course
 from graders.nbgrader_adapter import grade_cells
 from graders.notebook_grading.autograde import autograde, submit
 from graders.release.editions import fill_solutions, solution_sources

@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from graders.class_grading.lms_export import export
-from graders.class_grading.results import Row
-from graders.class_grading.submissions import find_submissions, platform_identity
+from graders.grade.lms_export import export
+from graders.grade.results import Row
+from graders.grade.submissions import find_submissions, platform_identity
 
 LESSON = "01_tensors"
 CELLS = {"test_a": 2.0, "test_b": 1.0}

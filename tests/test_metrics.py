@@ -5,7 +5,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from course.metrics import METADATA_KEY, record_metric
-from graders.course_run.report import metrics_from_notebook
+from graders.run.report import metrics_from_notebook
 
 
 def test_record_metric_shows_the_value_and_tags_it_for_the_report(monkeypatch):

@@ -7,9 +7,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from graders.course_run import runner
-from graders.course_run.report import format_table
-from graders.course_run.runner import LessonFailed, check_execution, execute_lesson
+from graders.run import runner
+from graders.run.report import format_table
+from graders.run.runner import LessonFailed, check_execution, execute_lesson
 
 executes = pytest.mark.notebook
 

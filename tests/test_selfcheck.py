@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from graders.notebook_grading.selfcheck import run_visible_checks
+from graders.selfcheck import run_visible_checks
 
 pytestmark = pytest.mark.notebook
 

@@ -7,7 +7,7 @@ from copydetect import compare_files
 from lesson_files import read_edition
 from solution_styles import HARD_CODED, LESSON, STYLES, notebook, renamed
 
-from graders.class_grading import similarity
+from graders.grade import similarity
 
 
 def _as_dict(nb) -> dict:

@@ -1,34 +1,61 @@
 """Per-lesson checks, kernel side: what grade cells call, and the hints a student can ask for.
 
-One module per lesson, named after its slug (``tensors`` for ``01_tensors``). Each module holds:
+One module per lesson, named after its slug (``tensors`` for ``01_tensors``), holding its check
+functions and the harnesses they need (probes, recorders), built on ``graders.checks``: what is
+checked and how. Its texts live apart, in ``texts/<module>.toml``, in both languages:
 
-- check functions and harnesses (spy optimizers, probes, recorders) that the visible part of a
-  grade cell calls, so that the cell reads like a specification;
-- ``HINTS``: the first hint of each exercise, printed by a failing check. It points at the idea and
+- ``hints``: the first hint of each exercise, printed by a failing check. It points at the idea and
   the section that teaches it, never at the answer's code;
-- ``MORE_HINTS``: a second, stronger hint, printed only when the student asks for it with
-  ``hint("exercise id")`` in a cell of their own.
+- ``more_hints``: a second, stronger hint, printed only when the student asks for it with
+  ``hint("exercise id")`` in a cell of their own;
+- ``concept_keys``: the statements of the lesson's concept check.
 
 Reference solutions never live here: a student receives this package. They stay in the hidden
 tests of the grade cells, which the release strips.
 """
 
+import dataclasses
+import functools
 import importlib
 import pkgutil
+import tomllib
+from pathlib import Path
 
-from graders.checks import say
+from course.settings import say
+
+__all__ = ["hint", "lesson_texts"]
+
+TEXTS = Path(__file__).with_name("texts")
+
+
+@dataclasses.dataclass(frozen=True)
+class LessonTexts:
+    """A lesson's texts for its checks, each ``{"es": ..., "en": ...}`` (plus ``more`` on a hint
+    that has a second one)."""
+
+    hints: dict
+    more_hints: dict
+    concept_keys: list
+
+
+@functools.cache
+def lesson_texts(module: str) -> LessonTexts:
+    """The texts of the lesson whose check module is ``module`` (``tensors``, or its full name)."""
+    data = tomllib.loads((TEXTS / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
+    return LessonTexts(data.get("hints", {}), data.get("more_hints", {}), data.get("concept_keys", []))
 
 
 def lesson_modules() -> list:
-    """Every per-lesson module of this package, imported."""
+    """Every per-lesson check module, imported (for tests and tools; a kernel imports only its own)."""
     return [importlib.import_module(f"{__name__}.{info.name}")
             for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
 
 
 def more_hints() -> dict:
-    """Every exercise's second hint, by exercise id, across lessons."""
-    return {exercise: texts for module in lesson_modules()
-            for exercise, texts in getattr(module, "MORE_HINTS", {}).items()}
+    """Every exercise's second hint, by exercise id, across lessons (read from the texts, so that
+    asking for a hint imports no other lesson's checks)."""
+    return {exercise: texts for path in sorted(TEXTS.glob("*.toml"))
+            for exercise, texts in lesson_texts(path.stem).more_hints.items()}
 
 
 def hint(exercise_id: str) -> None:

@@ -23,149 +23,15 @@ from torch.nn import functional as F
 
 from course import amp, timing
 from graders import checks
+from graders.lesson_checks import lesson_texts
 
 # --------------------------------------------------------------------------------------------- hints
-HINTS = {
-    "time_per_call": {
-        "es": "el calentamiento se ejecuta pero no se mide, y de las llamadas medidas se devuelve la "
-              "mediana, que una llamada lenta no mueve: ver sección 2, «La GPU trabaja en diferido: "
-              "cómo medir bien»",
-        "en": "the warm-up runs but is not timed, and of the timed calls you return the median, which "
-              "one slow call does not move: see section 2, \"The GPU works asynchronously: timing it "
-              "right\"",
-        "more": "time_per_call",
-    },
-    "time_per_call_sync": {
-        "es": "CUDA devuelve el control antes de acabar el trabajo: el reloj solo dice la verdad si "
-              "antes de cada lectura esperas a la GPU, y eso solo en un dispositivo de tipo CUDA "
-              "(\"cuda:0\" también lo es): ver sección 2",
-        "en": "CUDA returns control before the work is done: the clock only tells the truth if you wait "
-              "for the GPU before each reading, and only on a device of type CUDA (\"cuda:0\" is one "
-              "too): see section 2",
-        "more": "time_per_call",
-    },
-    "tensor_bytes": {
-        "es": "los bytes de un tensor son cuántos elementos tiene por lo que ocupa cada uno; cuántos "
-              "elementos hay se deduce de la forma sin crear nada (un escalar tiene uno): ver el "
-              "enunciado del ejercicio 2 y la tabla de la sección 3",
-        "en": "a tensor's bytes are how many elements it has times what each one takes; how many "
-              "elements there are follows from the shape without creating anything (a scalar has "
-              "one): see exercise 2's text and the table in section 3",
-    },
-    "fp16_fate": {
-        "es": "mira qué queda de cada valor una vez guardado en fp16 (¿infinito?, ¿cero sin haberlo "
-              "sido?, ¿por debajo del menor número normal?) y no solo el valor original: ver sección 3, "
-              "«fp32, fp16 y bf16: rango y precisión», y su dibujo",
-        "en": "look at what is left of each value once stored in fp16 (infinite? zero without having "
-              "been zero? below the smallest normal number?), not only at the original value: see "
-              "section 3, \"fp32, fp16 and bf16: range and precision\", and its picture",
-        "more": "fp16_fate",
-    },
-    "fp16_fate_shape": {
-        "es": "la respuesta se da elemento a elemento: un tensor int64 con la forma de la entrada, "
-              "sin aplanarla",
-        "en": "the answer is given element by element: an int64 tensor with the input's shape, not "
-              "flattened",
-    },
-    "pick_amp_dtype": {
-        "es": "decide por el tipo del dispositivo (\"cuda:1\" es CUDA); en CUDA, bf16 cuando la GPU "
-              "lo admite, porque no necesita escalar la pérdida, y un bf16_supported dado se usa sin "
-              "preguntar a la GPU: ver sección 5 y el enunciado del ejercicio 4",
-        "en": "decide by the device's type (\"cuda:1\" is CUDA); on CUDA, bf16 when the GPU supports "
-              "it, because it needs no loss scaling, and a given bf16_supported is used without "
-              "asking the GPU: see section 5 and exercise 4's text",
-    },
-    "amp_train_step": {
-        "es": "autocast envuelve la pasada hacia delante y la pérdida, recibe el tipo del dispositivo "
-              "y se desactiva para float32; la pasada hacia atrás queda fuera: ver sección 5, "
-              "«torch.autocast: cada operación en su precisión»",
-        "en": "autocast wraps the forward pass and the loss, takes the device's type and is switched "
-              "off for float32; the backward pass stays outside: see section 5, \"torch.autocast: "
-              "each operation in its own precision\"",
-        "more": "amp_train_step",
-    },
-    "amp_train_step_update": {
-        "es": "el lote llega donde se creó y hay que moverlo al dispositivo (sección 1); cada paso "
-              "parte de gradientes a cero (lección 04) y devuelve la pérdida sin escalar como número "
-              "de Python",
-        "en": "the batch arrives where it was created and must be moved to the device (section 1); "
-              "every step starts from zero gradients (lesson 04) and returns the unscaled loss as a "
-              "Python number",
-        "more": "amp_train_step",
-    },
-    "amp_train_step_scaler": {
-        "es": "con un GradScaler, todo lo que toca la escala pasa por el escalador: la pasada hacia "
-              "atrás escalada, el paso del optimizador (que se salta si hay inf o NaN) y el ajuste "
-              "de la escala después: ver sección 6, «torch.amp.GradScaler: el escalado de la "
-              "pérdida, automático»",
-        "en": "with a GradScaler, everything that touches the scale goes through the scaler: the "
-              "scaled backward pass, the optimizer step (skipped on inf or NaN) and adjusting the "
-              "scale afterwards: see section 6, \"torch.amp.GradScaler: loss scaling, automatic\"",
-        "more": "amp_train_step",
-    },
-    "amp_train_step_clipping": {
-        "es": "recortar necesita los gradientes con su tamaño real, y tras la pasada hacia atrás "
-              "están multiplicados por la escala: ver sección 6, punto 2 (y solo cuando max_norm "
-              "se da)",
-        "en": "clipping needs the gradients at their real size, and after the backward pass they are "
-              "multiplied by the scale: see section 6, point 2 (and only when max_norm is given)",
-        "more": "amp_train_step",
-    },
-    "skipped_steps": {
-        "es": "piensa en qué hace update() con la escala tras un paso saltado y tras uno bueno: ver "
-              "sección 6, punto 4, y el dibujo de la escala paso a paso",
-        "en": "think about what update() does to the scale after a skipped step and after a good one: "
-              "see section 6, point 4, and the picture of the scale step by step",
-    },
-    "concept_check": {
-        "es": "ANSWERS debe tener exactamente las claves del enunciado, cada una con True o False; "
-              "repasa el resumen y la sección que trata cada afirmación",
-        "en": "ANSWERS must have exactly the keys the exercise lists, each one True or False; review "
-              "the summary and the section each statement is about",
-    },
-}
+TEXTS = lesson_texts(__name__)
+HINTS = TEXTS.hints
 
-MORE_HINTS = {
-    "time_per_call": {
-        "es": "Un torch.device hecho a partir de device te da su tipo, aunque llegue como texto. "
-              "Escribe una pequeña función interna que espere a la GPU solo cuando ese tipo es CUDA, "
-              "y llámala justo antes de leer el reloj, tanto al empezar como al terminar cada "
-              "llamada medida. Las llamadas de calentamiento van antes, en su propio bucle y sin "
-              "reloj.",
-        "en": "A torch.device made from device gives you its type, even when it comes as text. Write "
-              "a small inner function that waits for the GPU only when that type is CUDA, and call "
-              "it right before reading the clock, both when a timed call starts and when it ends. "
-              "The warm-up calls come first, in their own loop and without a clock.",
-    },
-    "fp16_fate": {
-        "es": "Empieza con un tensor de OK de la forma de values y asigna los otros códigos con "
-              "máscaras booleanas calculadas sobre los valores ya guardados en fp16 (y, para saber "
-              "si un cero era cero, sobre los originales). Las máscaras no se solapan si las "
-              "defines bien, pero el orden en que las aplicas decide quién gana si lo hacen. Los "
-              "límites los da torch.finfo(torch.float16).",
-        "en": "Start from a tensor of OK with values' shape and assign the other codes with boolean "
-              "masks computed on the values already stored in fp16 (and, to know whether a zero "
-              "was a zero, on the original ones). Well-defined masks do not overlap, but the order "
-              "you apply them in decides who wins if they do. torch.finfo(torch.float16) gives the "
-              "limits.",
-    },
-    "amp_train_step": {
-        "es": "Vuelve a la primera celda de código de la sección 6, la que da un paso mirando los "
-              "gradientes por dentro: tu función hace lo mismo con los argumentos que recibe, sin "
-              "los print, con autocast apagado cuando dtype es float32 y con el recorte solo cuando "
-              "max_norm se da.",
-        "en": "Go back to the first code cell of section 6, the one that takes a step looking inside "
-              "at the gradients: your function does the same with the arguments it receives, "
-              "without the prints, with autocast off when dtype is float32 and with clipping only "
-              "when max_norm is given.",
-    },
-}
+MORE_HINTS = TEXTS.more_hints
 
-CONCEPT_STATEMENTS = [
-    "autocast_all_16_bit", "weights_stay_fp32", "bf16_needs_scaler", "fp16_finer_than_bf16",
-    "perf_counter_times_gpu", "skipped_step_still_updates", "clip_before_unscale",
-    "bigger_batch_always_faster", "compile_pays_once", "tf32_new_dtype", "gpu_wins_by_parallelism",
-]
+CONCEPT_KEYS = TEXTS.concept_keys
 
 
 # ------------------------------------------------------------------------------ helpers switched off

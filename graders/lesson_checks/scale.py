@@ -37,6 +37,7 @@ from torch.utils.data.distributed import DistributedSampler
 from course import distributed, training
 from course.memory import SavedTensorMeter, model_state_tensors
 from graders import checks
+from graders.lesson_checks import lesson_texts
 from graders.checks import say
 
 S1 = {"es": "sección 1, «Lo que la pasada hacia delante guarda para la de atrás»",
@@ -63,145 +64,12 @@ def _texts(es: str, en: str, section: dict | None = None, more: str | None = Non
     return texts | ({"more": more} if more else {})
 
 
-HINTS = {
-    "activation_bytes": _texts(
-        "un almacenamiento que autograd guarda dos veces ocupa memoria una sola vez, y los parámetros "
-        "existen haya grafo o no, así que no son memoria de activaciones; el hook pack ve cada tensor "
-        "guardado, también los repetidos y los parámetros",
-        "a storage autograd saves twice takes memory once, and parameters exist with or without a "
-        "graph, so they are not activation memory; the pack hook sees every saved tensor, repeats and "
-        "parameters included",
-        S1, more="activation_bytes"),
-    "activation_bytes_buffers": _texts(
-        "BatchNorm guarda también sus estadísticas: las del lote son activaciones, pero las acumuladas "
-        "(running_mean, running_var) son *buffers* del modelo, que existen haya grafo o no, como los "
-        "parámetros; en modo eval son las acumuladas las que guarda",
-        "BatchNorm saves its statistics too: the batch's own are activations, but the running ones "
-        "(running_mean, running_var) are the model's buffers, which exist with or without a graph, like "
-        "parameters; in eval mode it is the running ones it saves",
-        S1, more="activation_bytes"),
-    "segments_for_budget": _texts(
-        "se busca el menor número de tramos que cabe, y los bytes guardados no bajan de forma regular al "
-        "añadir tramos (mira la curva frente al número de tramos): solo probando los números en orden se "
-        "encuentra el menor; mide sin contar parámetros ni *buffers*",
-        "the answer is the smallest number of segments that fits, and the saved bytes do not fall "
-        "steadily as segments are added (look at the curve against the number of segments): only trying "
-        "the counts in order finds the smallest; measure with parameters and buffers left out",
-        S3),
-    "freeze_backbone": _texts(
-        "congelar es que un parámetro deje de pedir gradiente; todo menos la última capa se congela, y lo "
-        "que se devuelve cuenta números (elementos), no tensores",
-        "freezing means a parameter stops asking for a gradient; everything but the last layer is "
-        "frozen, and what comes back counts numbers (elements), not tensors",
-        S4),
-    "freeze_backbone_head": _texts(
-        "alguien congeló la cabeza antes de llamar a tu función: congelar el resto no basta, los "
-        "parámetros de la cabeza tienen que volver a pedir gradiente",
-        "someone froze the head before calling your function: freezing the rest is not enough, the "
-        "head's parameters must ask for gradients again",
-        S4),
-    "trainable_optimizer": _texts(
-        "un optimizador solo mueve (y solo guarda estado para) los parámetros que recibe al crearlo; si "
-        "recibe los congelados, un gradiente de ceros basta para que AdamW los mueva",
-        "an optimizer only moves (and only keeps state for) the parameters it receives when it is built; "
-        "given the frozen ones, a gradient of zeros is enough for AdamW to move them",
-        S4_OPTIMIZER),
-    "top_k_names": _texts(
-        "los pesos traen su propia preparación de la entrada (tamaño, recorte central, escala a [0, 1], "
-        "media y desviación por canal), distinta para cada arquitectura; y el modelo se usa para "
-        "predecir, sin Dropout ni BatchNorm de entrenamiento y sin grabar grafo",
-        "the weights bring their own input preparation (size, centre crop, scaling to [0, 1], mean and "
-        "deviation per channel), different for each architecture; and the model is used to predict, "
-        "without training-mode Dropout or BatchNorm and without recording a graph",
-        S4_WEIGHTS),
-    "top_k_names_output": _texts(
-        "los nombres de las categorías vienen en los metadatos de los pesos, en el orden de las salidas "
-        "del modelo; para cada imagen, las k salidas mayores, de la mayor a la menor",
-        "the category names come in the weights' metadata, in the order of the model's outputs; for "
-        "each image, the k largest outputs, largest first",
-        S4_WEIGHTS),
-    "ddp_training": _texts(
-        "cada proceso empieza con pesos distintos a propósito: DDP los iguala al construirse (difunde "
-        "los del rank 0) y promedia los gradientes en cada pasada hacia atrás, así que el modelo que "
-        "entrena y el optimizador tienen que pasar por DDP",
-        "each process starts from different weights on purpose: DDP makes them equal when it is built "
-        "(it broadcasts rank 0's) and averages the gradients in every backward pass, so the model that "
-        "trains and the optimizer must go through DDP",
-        S6),
-    "ddp_training_shards": _texts(
-        "cada proceso debe leer solo su porción, y las porciones de todos juntas cubren los datos una vez "
-        "por época; el muestreador distribuido baraja igual en todos los procesos, con una semilla que "
-        "cambia solo si se le dice la época; y el conjunto anota lo que lee en este proceso, así que "
-        "los datos se leen sin procesos auxiliares (num_workers=0)",
-        "each process must read only its share, and all the shares together cover the data once per "
-        "epoch; the distributed sampler shuffles alike in every process, with a seed that changes only "
-        "when it is told the epoch; and the data set notes what it reads in this process, so the data is "
-        "read without helper processes (num_workers=0)",
-        S6),
-    "ddp_training_learns": _texts(
-        "train devuelve la lista de las pérdidas de cada paso de entrenamiento, en orden, y cada paso "
-        "empieza sin los gradientes del anterior y termina moviendo los pesos",
-        "train returns the list of the losses of every training step, in order, and each step starts "
-        "without the previous one's gradients and ends by moving the weights",
-        S6),
-    "shard_indices": _texts(
-        "cada proceso recibe ⌈n / num_replicas⌉ índices; la lista rellenada tiene todos los ejemplos una "
-        "vez, en orden, y después repite su principio (más de una vuelta si hay menos ejemplos que "
-        "procesos); el proceso rank toma uno de cada num_replicas desde la posición rank",
-        "each process gets ⌈n / num_replicas⌉ indices; the padded list holds every example once, in "
-        "order, and then repeats its start (more than one round when there are fewer examples than "
-        "processes); process rank takes one in every num_replicas from position rank",
-        S5_SAMPLER, more="shard_indices"),
-    "shard_indices_shuffled": _texts(
-        "al barajar, todos los procesos sacan la misma permutación, de un generador sembrado con "
-        "seed + epoch (así cambia en cada época); el relleno y el reparto son los de sin barajar",
-        "when shuffling, every process draws the same permutation, from a generator seeded with "
-        "seed + epoch (so it changes every epoch); padding and splitting are those of the unshuffled case",
-        S5_SAMPLER),
-    "average_gradients": _texts(
-        "el gradiente de un lote es la media de los gradientes de sus partes iguales: para cada nombre de "
-        "parámetro, la media sobre los procesos, con la forma de un gradiente",
-        "a batch's gradient is the mean of the gradients of its equal shares: for each parameter name, "
-        "the mean over the processes, shaped like one gradient",
-        S5_AVERAGE),
-    "average_gradients_inputs": _texts(
-        "sumar sobre los tensores del primer proceso (con += o métodos que acaban en _) cambia la entrada; "
-        "el resultado necesita tensores nuevos y un diccionario nuevo",
-        "adding into the first process's tensors (with += or methods ending in _) changes the input; the "
-        "result needs new tensors and a new dictionary",
-        S5_AVERAGE),
-    "concept_check": _texts(
-        "ANSWERS es un dict con exactamente esas claves y un valor True o False en cada una; el resumen "
-        "repasa cada idea",
-        "ANSWERS is a dict with exactly those keys and True or False for each; the summary goes over "
-        "every idea"),
-}
+TEXTS = lesson_texts(__name__)
+HINTS = TEXTS.hints
 
-MORE_HINTS = {
-    "activation_bytes": {
-        "es": "Dentro de pack solo se toma nota; la suma llega al acabar la pasada hacia delante. Anota "
-              "cada almacenamiento bajo su dirección, así que guardarlo otra vez cae en la misma entrada. "
-              "Antes de la pasada, reúne las direcciones de los parámetros y los buffers del modelo y "
-              "sáltatelas. Devuelve desde pack el mismo tensor que llegó.",
-        "en": "Inside pack you only take notes; the sum comes once the forward pass is over. Note each "
-              "storage under its address, so saving it again lands on the same entry. Before the pass, "
-              "gather the addresses of the model's parameters and buffers and skip them. Return from "
-              "pack the very tensor that came in.",
-    },
-    "shard_indices": {
-        "es": "Tres listas, una tras otra: el orden, el orden rellenado, la parte de este proceso. Para "
-              "rellenar, piensa cuántas copias enteras del orden hacen falta para llegar al total y corta "
-              "lo que sobra; el corte de Python con paso toma un elemento de cada tantos.",
-        "en": "Three lists, one after the other: the order, the padded order, this process's share. To "
-              "pad, think how many whole copies of the order reach the total and cut off what is left "
-              "over; Python's slicing with a step takes one element in every so many.",
-    },
-}
+MORE_HINTS = TEXTS.more_hints
 
-CONCEPT_KEYS = ["ddp_syncs_data", "ddp_syncs_gradients", "ddp_sends_weights_each_step",
-                "memory_linear_in_batch", "checkpoint_changes_gradients", "checkpoint_is_faster",
-                "frozen_skips_backward", "bigger_batch_free_speed", "two_processes_two_cores",
-                "weights_none_downloads", "torchrun_sees_notebook"]
+CONCEPT_KEYS = TEXTS.concept_keys
 
 
 # --------------------------------------------------------------------------------- random inputs

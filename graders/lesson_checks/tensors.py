@@ -12,103 +12,31 @@ import torch.functional
 import torch.nn.functional
 
 from graders import checks
+from graders.lesson_checks import lesson_texts
 
-HINTS = {
-    "to_unit_float": {
-        "es": "el resultado tiene que ser de coma flotante de 32 bits, y el mayor valor de un píxel debe "
-              "llegar a 1.0; repasa qué tipo da cada operación en la sección 2 («`dtype` y promoción "
-              "de tipos»)",
-        "en": "the result must be a 32-bit float, and a pixel's largest value must become 1.0; review "
-              "which type each operation gives in section 2 (\"`dtype` and type promotion\")",
-    },
-    "flatten_per_image": {
-        "es": "solo conoces la primera dimensión: deja que PyTorch deduzca el tamaño del resto. De las "
-              "operaciones de la sección 3, una exige un tensor contiguo y otra devuelve una vista "
-              "cuando puede y copia cuando no",
-        "en": "you only know the first dimension: let PyTorch work out the size of the rest. Of the "
-              "operations in section 3, one needs a contiguous tensor and another returns a view "
-              "when it can and a copy when it cannot",
-    },
-    "pairwise_distances": {
-        "es": "calcula todas las diferencias a[i] − b[j] a la vez: añade a cada entrada una dimensión de "
-              "tamaño 1, en sitios distintos, para que las formas se alineen por la derecha como en la "
-              "sección 4 («Broadcasting»); la distancia es la raíz de la suma de los cuadrados a lo "
-              "largo de la última dimensión",
-        "en": "form every difference a[i] − b[j] at once: give each input a size-1 dimension, in "
-              "different places, so that the shapes line up from the right as in section 4 "
-              "(\"Broadcasting\"); the distance is the square root of the sum of squares along the "
-              "last dimension",
-        "more": "pairwise_distances",
-    },
-    "linear_forward": {
-        "es": "el peso está guardado como (salidas, entradas), así que sus dimensiones no encajan tal "
-              "cual con las de x: la sección 5 («Multiplicar matrices con `@`») dice qué dimensiones "
-              "deben coincidir; el sesgo se suma por broadcasting (sección 4)",
-        "en": "the weight is stored as (out, in), so its dimensions do not fit x's as they are: "
-              "section 5 (\"Multiplying matrices with `@`\") says which dimensions must match; the "
-              "bias is added by broadcasting (section 4)",
-    },
-    "normalize_rows": {
-        "es": "cada fila se divide por su propia suma: redúcela sin perder la dimensión, para que el "
-              "cociente con el original funcione por broadcasting (sección 6, «Reducciones con `dim`»); "
-              "una fila que suma 0 debe quedar en ceros, no en NaN",
-        "en": "each row is divided by its own sum: reduce without losing the dimension, so that "
-              "dividing the original works by broadcasting (section 6, \"Reductions with `dim`\"); a "
-              "row that sums to 0 must stay zeros, not NaN",
-        "more": "normalize_rows",
-    },
-    "from_numpy_pair": {
-        "es": "la sección 7 («NumPy y PyTorch comparten memoria») enseña una forma de crear un tensor "
-              "que mira la memoria del array y otra que siempre copia; las dos conservan el `dtype`",
-        "en": "section 7 (\"NumPy and PyTorch share memory\") shows one way to make a tensor that looks "
-              "at the array's memory and another that always copies; both keep the `dtype`",
-    },
-    "prepare_batch": {
-        "es": "la misma operación de la sección 8 («Código independiente del dispositivo») cambia a la vez "
-              "dispositivo y tipo, y devuelve un tensor nuevo; los datos van en flotante de 32 bits, "
-              "las etiquetas en entero de 64, y el dispositivo es el que recibes",
-        "en": "one operation from section 8 (\"Device-agnostic code\") changes device and type at once, "
-              "and returns a new tensor; data become 32-bit floats, labels 64-bit integers, and the "
-              "device is the one you are given",
-    },
-    "concept_check": checks.CONCEPT_HINT,
-}
+__all__ = ["HINTS", "MORE_HINTS", "check_concepts", "check_flatten_per_image", "check_from_numpy_pair",
+           "check_linear_forward", "check_normalize_rows", "check_pairwise_distances", "check_prepare_batch",
+           "check_to_unit_float"]
 
-MORE_HINTS = {
-    "pairwise_distances": {
-        "es": "Escribe las formas en un papel: tienes (N, D) y (M, D) y quieres (N, M, D). La dimensión "
-              "de tamaño 1 de `a` debe quedar donde va M, y la de `b` donde va N; al restar, cada una se "
-              "estira a lo largo de la otra. Después reduce D como en la sección 6. Comprueba también "
-              "con N = 1 o M = 1: la salida sigue siendo (N, M), sin dimensiones eliminadas.",
-        "en": "Write the shapes on paper: you have (N, D) and (M, D) and want (N, M, D). The size-1 "
-              "dimension of `a` goes where M goes, and `b`'s where N goes; when you subtract, each is "
-              "stretched along the other. Then reduce D as in section 6. Try N = 1 or M = 1 too: the "
-              "output is still (N, M), with no dimension dropped.",
-    },
-    "normalize_rows": {
-        "es": "Una suma de forma (N, 1) divide bien una matriz (N, K); una de forma (N,) no. Para las "
-              "filas de ceros, 0 dividido por 0 da NaN: cambia antes el divisor por algo que no sea 0 "
-              "(la fila sigue siendo de ceros) o sustituye después el resultado. Mira que el `dtype` "
-              "de la salida sea el de la entrada.",
-        "en": "A sum of shape (N, 1) divides an (N, K) matrix well; one of shape (N,) does not. For "
-              "all-zero rows, 0 divided by 0 is NaN: replace the divisor beforehand by something that "
-              "is not 0 (the row is still zeros) or fix the result afterwards. Make sure the output's "
-              "`dtype` is the input's.",
-    },
-}
+TEXTS = lesson_texts(__name__)
+HINTS = TEXTS.hints
 
-INPUT_KEPT = {"es": "la entrada sin cambios", "en": "the input left unchanged"}
-INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
-SHORTCUT = {
-    "es": "{name} no está disponible en este ejercicio: hace justo lo que se te pide escribir",
-    "en": "{name} is not available in this exercise: it does exactly what you are asked to write",
-}
-# Library functions that would answer an exercise in one call, switched off while its answer runs.
+MORE_HINTS = TEXTS.more_hints
+
+@checks.keeps_random_state
+def check_concepts(answers) -> None:
+    """The concept check's visible part: a dict of the statements' keys, each True or False."""
+    __tracebackhide__ = True
+    checks.check_concepts(answers, TEXTS)
+
+
+# Library functions that would answer an exercise in one call, switched off while its answer runs,
+# by the check that runs it.
 SHORTCUTS = {
-    "pairwise_distances": [(torch, "cdist"), (torch.functional, "cdist"), (torch, "pairwise_distance"),
-                           (torch.nn.functional, "pairwise_distance")],
-    "linear_forward": [(torch.nn.functional, "linear")],
-    "normalize_rows": [(torch.nn.functional, "normalize")],
+    "check_pairwise_distances": [(torch, "cdist"), (torch.functional, "cdist"), (torch, "pairwise_distance"),
+                                 (torch.nn.functional, "pairwise_distance")],
+    "check_linear_forward": [(torch.nn.functional, "linear")],
+    "check_normalize_rows": [(torch.nn.functional, "normalize")],
 }
 
 
@@ -116,11 +44,7 @@ def _sizes(generator, count: int, low: int, high: int) -> list[int]:
     return torch.randint(low, high + 1, (count,), generator=generator).tolist()
 
 
-def _unchanged(before, after, name: str, hint) -> None:
-    checks.check_true(torch.equal(before, after), name=name, expected=INPUT_KEPT,
-                      got=INPUT_CHANGED, hint=hint)
-
-
+@checks.keeps_random_state
 def check_to_unit_float(to_unit_float) -> None:
     """0 → 0.0 and 255 → 1.0 in float32, every value scaled alike, the input untouched."""
     hint = HINTS["to_unit_float"]
@@ -136,13 +60,14 @@ def check_to_unit_float(to_unit_float) -> None:
     checks.check_close(got.view(-1)[:2], torch.tensor([0.0, 1.0]), name=f"{name}: 0 and 255", hint=hint)
     # scaling back by 255 must give the pixels again: a property, not a second answer
     checks.check_close((got.double() * 255).round(), before.double(), name=f"{name} × 255", hint=hint)
-    _unchanged(before, images, name, hint)
+    checks.check_unchanged(before, images, name=name, hint=hint)
 
 
 def _row_major_position(flat_index: int, shape) -> tuple:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), shape))
 
 
+@checks.keeps_random_state
 def check_flatten_per_image(flatten_per_image) -> None:
     """(N, ...) → (N, rest) in row-major order; a view of a contiguous input; permuted inputs work."""
     hint = HINTS["flatten_per_image"]
@@ -166,18 +91,14 @@ def check_flatten_per_image(flatten_per_image) -> None:
                            hint=hint)
 
 
-def shortcuts_off(exercise: str, answer=None):
-    """Inside, the functions that would answer ``exercise`` in one call raise ``ShortcutUsed``."""
-    return checks.switched_off(SHORTCUTS[exercise], SHORTCUT, getattr(answer, "__globals__", {}))
-
-
-def run_answer(exercise: str, answer, *args, name: str):
-    """``answer(*args)`` with the exercise's shortcuts off; an exception is reported as a failure."""
+def _run(check: str, answer, *args, name: str):
+    """``answer(*args)`` with the shortcuts of ``check`` off; an exception is reported as a failure."""
     __tracebackhide__ = True
-    with shortcuts_off(exercise, answer):
-        return checks.check_runs(answer, *args, name=name, hint=HINTS[exercise])
+    return checks.run_answer(answer, *args, name=name, hint=HINTS[check.removeprefix("check_")],
+                             shortcuts=SHORTCUTS[check])
 
 
+@checks.keeps_random_state
 def check_pairwise_distances(pairwise_distances) -> None:
     """Shape (N, M); 3-4-5 triangles; zero to itself and symmetric; the same after a translation."""
     hint = HINTS["pairwise_distances"]
@@ -186,7 +107,7 @@ def check_pairwise_distances(pairwise_distances) -> None:
     a = torch.randn(n, d, generator=generator, dtype=torch.float64)
     b = torch.randn(m, d, generator=generator, dtype=torch.float64)
     name = f"pairwise_distances(a {(n, d)}, b {(m, d)})"
-    got = run_answer("pairwise_distances", pairwise_distances, a, b, name=name)
+    got = _run("check_pairwise_distances", pairwise_distances, a, b, name=name)
     checks.check_shape(got, (n, m), name=name, hint=hint)
 
     # b[j] = a[0] + 3k·e₀ + 4k·e₁ lies at distance 5k from a[0]
@@ -195,12 +116,12 @@ def check_pairwise_distances(pairwise_distances) -> None:
     triangles[:, 0] += 3 * scales
     triangles[:, 1] += 4 * scales
     label = f"pairwise_distances(a, 3-4-5 triangles from a[0])[0] (a {(n, d)})"
-    got_triangles = run_answer("pairwise_distances", pairwise_distances, a, triangles, name=label)
+    got_triangles = _run("check_pairwise_distances", pairwise_distances, a, triangles, name=label)
     checks.check_shape(got_triangles, (n, m), name=label, hint=hint)
     checks.check_close(got_triangles[0], 5 * scales, name=label, hint=hint)
 
     label = f"pairwise_distances(a, a) (a {(n, d)})"
-    itself = run_answer("pairwise_distances", pairwise_distances, a, a, name=label)
+    itself = _run("check_pairwise_distances", pairwise_distances, a, a, name=label)
     checks.check_shape(itself, (n, n), name=label, hint=hint)
     checks.check_close(itself.diagonal(), torch.zeros(n, dtype=torch.float64), name=f"{label}.diagonal()",
                        hint=hint, atol=1e-6, rtol=0)
@@ -208,10 +129,11 @@ def check_pairwise_distances(pairwise_distances) -> None:
 
     shift = torch.randn(d, generator=generator, dtype=torch.float64) * 10
     label = f"pairwise_distances(a + t, b + t) (t a translation {(d,)})"
-    moved = run_answer("pairwise_distances", pairwise_distances, a + shift, b + shift, name=label)
+    moved = _run("check_pairwise_distances", pairwise_distances, a + shift, b + shift, name=label)
     checks.check_close(moved, got, name=label, hint=hint)
 
 
+@checks.keeps_random_state
 def check_linear_forward(linear_forward) -> None:
     """A weight whose rows pick one input feature each: output j is that feature plus bias j."""
     hint = HINTS["linear_forward"]
@@ -223,13 +145,14 @@ def check_linear_forward(linear_forward) -> None:
     weight = torch.nn.functional.one_hot(picked, n_in).float()
     bias = torch.randn(n_out, generator=generator)
     name = f"linear_forward(x {tuple(x.shape)}, weight {tuple(weight.shape)}, bias {(n_out,)})"
-    got = run_answer("linear_forward", linear_forward, x, weight, bias, name=name)
+    got = _run("check_linear_forward", linear_forward, x, weight, bias, name=name)
     checks.check_shape(got, (batch, 3, n_out), name=name, hint=hint)
     # row j of the weight is one-hot at picked[j]: output j is that input feature, plus bias j
     checks.check_close(got, x[..., picked] + bias, name=f"{name}, one-hot rows {picked.tolist()}",
                        hint=hint)
 
 
+@checks.keeps_random_state
 def check_normalize_rows(normalize_rows) -> None:
     """Rows sum to 1 and stay proportional to the counts; a zero row stays zeros; dtype kept."""
     hint = HINTS["normalize_rows"]
@@ -241,7 +164,7 @@ def check_normalize_rows(normalize_rows) -> None:
         counts[zero_row] = 0
         before = counts.clone()
         name = f"normalize_rows(counts {(n, k)} {dtype}, row {zero_row} all zeros)"
-        got = run_answer("normalize_rows", normalize_rows, counts, name=name)
+        got = _run("check_normalize_rows", normalize_rows, counts, name=name)
         checks.check_shape(got, (n, k), name=name, hint=hint)
         checks.check_dtype(got, dtype, name=name, hint=hint)
         expected_sums = torch.ones(n, dtype=dtype)
@@ -250,7 +173,7 @@ def check_normalize_rows(normalize_rows) -> None:
         # proportional: each row times its original total gives the counts back
         checks.check_close(got * before.sum(dim=1, keepdim=True), before, name=f"{name} × row totals",
                            hint=hint)
-        _unchanged(before, counts, name, hint)
+        checks.check_unchanged(before, counts, name=name, hint=hint)
 
 
 def _random_array(generator, dtype):
@@ -258,6 +181,7 @@ def _random_array(generator, dtype):
     return torch.randint(-50, 50, shape, generator=generator, dtype=dtype).numpy()
 
 
+@checks.keeps_random_state
 def check_from_numpy_pair(from_numpy_pair) -> None:
     """Two tensors with the array's values and dtype: the first sees changes to it, the second not."""
     hint = HINTS["from_numpy_pair"]
@@ -279,12 +203,13 @@ def check_from_numpy_pair(from_numpy_pair) -> None:
 
 def _sees_change(tensor, array, expected: bool, name: str) -> None:
     sees = bool(tensor.flatten()[0].item() == array.flat[0])
-    words = {True: {"es": "ver los cambios del array", "en": "to see changes to the array"},
-             False: {"es": "una copia independiente", "en": "an independent copy"}}
+    words = {True: checks.both("ver los cambios del array", "to see changes to the array"),
+             False: checks.both("una copia independiente", "an independent copy")}
     checks.check_true(sees == expected, name=name, expected=words[expected], got=words[sees],
                       hint=HINTS["from_numpy_pair"])
 
 
+@checks.keeps_random_state
 def check_prepare_batch(prepare_batch, device) -> None:
     """x as float32 and y as int64, both on the device asked for (cpu, meta and ``device``)."""
     hint = HINTS["prepare_batch"]

@@ -26,9 +26,9 @@ from pathlib import Path
 import nbformat
 
 from graders import nbgrader_adapter as adapter
-from graders.class_grading import item_analysis, similarity
-from graders.class_grading.classroom import Options, grade_class
-from graders.class_grading.results import Row
+from graders.grade import item_analysis, similarity
+from graders.grade.classroom import Options, grade_class
+from graders.grade.results import Row
 from graders.lessons import edition_path, solution_path
 from graders.release.editions import fill_solutions, filter_language, solution_sources
 
@@ -104,15 +104,15 @@ def lesson04_sample(folder: Path, count: int, seed: int = 4) -> list[Path]:
 def replicate(graded_out: Path, rows: list[Row], size: int, into: Path) -> list[Row]:
     """A course folder of ``size`` students, student k holding graded sample k mod len(rows)."""
     for kind in ("release", "source"):
-        shutil.copytree(graded_out / "course" / kind, into / "course" / kind)
+        shutil.copytree(graded_out / "nbgrader" / kind, into / "nbgrader" / kind)
     copies = []
     for number in range(size):
         row = rows[number % len(rows)]
         copy = Row(f"student {number:03d}", f"student-{number:03d}", row.digest, row.status, row.reason,
                    row.cells)
         for kind in ("submitted", "autograded"):
-            source = adapter.submission_path(graded_out / "course", kind, row.student_id, LESSON)
-            target = adapter.submission_path(into / "course", kind, copy.student_id, LESSON)
+            source = adapter.submission_path(graded_out / "nbgrader", kind, row.student_id, LESSON)
+            target = adapter.submission_path(into / "nbgrader", kind, copy.student_id, LESSON)
             target.parent.mkdir(parents=True)
             if source.exists():
                 shutil.copyfile(source, target)
@@ -131,11 +131,11 @@ def after_grading_figures(tmp: Path, size: int, sample: int) -> None:
     (rows, _), grading = timed(grade_class, Options(LESSON, tmp / "l04", tmp / "l04-out", workers=2,
                                                     progress=False))
     per_submission = grading / len(paths)
-    cells = adapter.grade_cells(tmp / "l04-out" / "course", LESSON)
+    cells = adapter.grade_cells(tmp / "l04-out" / "nbgrader", LESSON)
     copies = replicate(tmp / "l04-out", rows, size, tmp / "class")
-    analysis, items_s = timed(item_analysis.analyse, tmp / "class" / "course", LESSON, copies, cells)
+    analysis, items_s = timed(item_analysis.analyse, tmp / "class" / "nbgrader", LESSON, copies, cells)
     _, items_write_s = timed(item_analysis.write_report, analysis, tmp / "class")
-    report, similar_s = timed(similarity.analyse, tmp / "class" / "course", LESSON, copies)
+    report, similar_s = timed(similarity.analyse, tmp / "class" / "nbgrader", LESSON, copies)
     _, similar_write_s = timed(similarity.write_html, report, tmp / "class" / "similarity.html")
     estimate = per_submission * size
     print(f"{LESSON}: {sample} distinct submissions graded for real (sandbox, 2 workers) in {grading:.0f} s: "

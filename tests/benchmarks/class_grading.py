@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 
 from graders import nbgrader_adapter as adapter
-from graders.class_grading.classroom import Options, grade_class
-from graders.class_grading.submissions import student_id
+from graders.grade.classroom import Options, grade_class
+from graders.grade.submissions import student_id
 from graders.lessons import edition_path, solution_path
 from graders.release.editions import build_course, fill_solutions, filter_language, solution_sources
 

@@ -28,7 +28,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 
 from graders import nbgrader_adapter as adapter
 from graders.checks import WORDS
-from graders.class_grading.resilient_execute import INCIDENT
+from graders.grade.resilient_execute import INCIDENT
 from graders.notebook_grading.feedback import ANSI, failing_line, first_hidden_line
 
 KINDS = ("visible", "hidden", "timeout", "incident")

@@ -16,7 +16,7 @@ import nbformat
 import torch
 
 from course.device import describe_device, pick_device
-from graders.course_run.report import metrics_from_notebook, write_report
+from graders.run.report import metrics_from_notebook, write_report
 from graders.lessons import BUILD, ROOT, available_lessons, solution_path
 from graders.nbgrader_adapter import NbgraderFailed, grade_id
 from graders.notebook_grading.autograde import autograde, submit
@@ -78,7 +78,7 @@ def execute_lesson(notebook: Path, output: Path, *, fast: bool, device: str, cel
     lesson = notebook.stem
     output.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, COURSE_FAST="1" if fast else "0", COURSE_DEVICE=device)
-    command = [sys.executable, "-m", "graders.course_run.papermill_child", str(notebook), str(output),
+    command = [sys.executable, "-m", "graders.run.papermill_child", str(notebook), str(output),
                "--cell-timeout", str(cell_timeout), "--cwd", str(ROOT)]
     if not progress:
         command.append("--no-progress")
@@ -120,7 +120,7 @@ def run_course(lessons=None, *, fast: bool, device: str = "auto", out_dir: Path 
     """Execute and grade ``lessons``; write ``report.json`` and ``report.md`` into ``out_dir``."""
     lessons = list(lessons or available_lessons())
     device_name = describe_device(pick_device(device))
-    course_dir = build_course(Path(out_dir) / "run" / "course", "en", lessons)
+    course_dir = build_course(Path(out_dir) / "run" / "nbgrader", "en", lessons)
     results = []
     for number, lesson in enumerate(lessons, start=1):
         print(f"[{number}/{len(lessons)}] {lesson} (fast={fast}, device={device_name})", flush=True)

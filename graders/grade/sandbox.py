@@ -10,7 +10,7 @@ binds (the system, the interpreter, the course's helper packages) plus a private
 home, and resource limits on memory, processes, file size and CPU time. ``solutions/``, the
 gradebook and other students' files are simply not in its view.
 
-The kernelspec starts ``python -m graders.class_grading.sandbox <connection_file>``: this launcher applies the
+The kernelspec starts ``python -m graders.grade.sandbox <connection_file>``: this launcher applies the
 limits, derives the socket folder from the connection file, and replaces itself with bubblewrap.
 """
 
@@ -227,7 +227,7 @@ def write_kernelspec(kernels_dir: Path, policy: Policy) -> Path:
     folder = Path(kernels_dir) / KERNEL_NAME
     folder.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "graders.class_grading.sandbox", "{connection_file}"],
+        "argv": [sys.executable, "-m", "graders.grade.sandbox", "{connection_file}"],
         "display_name": "Course sandbox",
         "language": "python",
         # SIGINT sent to bubblewrap never reaches the kernel: interrupt through a message.

@@ -1,4 +1,4 @@
-"""A grading worker (``python -m graders.class_grading.worker``): one JSON job per line in, one result out.
+"""A grading worker (``python -m graders.grade.worker``): one JSON job per line in, one result out.
 
 Each job grades one submission with stock nbgrader in a private course directory (a copy of the
 lesson's source and of a template gradebook), executing it through :class:`ResilientExecute` in
@@ -14,8 +14,8 @@ import traceback
 from pathlib import Path
 
 from graders import nbgrader_adapter as adapter
-from graders.class_grading.resilient_execute import INCIDENT
-from graders.class_grading.sandbox import SLOT_ENV
+from graders.grade.resilient_execute import INCIDENT
+from graders.grade.sandbox import SLOT_ENV
 
 
 def grading_config(course_dir: Path, job: dict):
@@ -33,7 +33,7 @@ def grading_config(course_dir: Path, job: dict):
 def _private_course(job: dict) -> Path:
     """A course directory of this job's own: the lesson's source, a blank gradebook, the submission."""
     lesson, sid = job["lesson"], job["student_id"]
-    course_dir = Path(job["work_dir"]) / "course"
+    course_dir = Path(job["work_dir"]) / "nbgrader"
     if course_dir.exists():
         shutil.rmtree(course_dir)
     shutil.copytree(Path(job["master"]) / "source" / lesson, course_dir / "source" / lesson)

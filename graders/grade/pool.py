@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders.class_grading.sandbox import LOCAL_SLOTS, claim_slot
-from graders.class_grading.worker import RESULT
+from graders.grade.sandbox import LOCAL_SLOTS, claim_slot
+from graders.grade.worker import RESULT
 from graders.lessons import ROOT
 
 
@@ -40,12 +40,12 @@ def kill_session(process: subprocess.Popen) -> None:
 
 
 class WorkerProcess:
-    """One ``python -m graders.class_grading.worker`` process, in its own session so it dies whole."""
+    """One ``python -m graders.grade.worker`` process, in its own session so it dies whole."""
 
     def __init__(self, number: int, log_dir: Path):
         self.log = open(log_dir / f"worker-{number}.log", "ab")  # closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "graders.class_grading.worker"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "graders.grade.worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, start_new_session=True, cwd=ROOT, text=True,
             bufsize=1)
         self.job: dict | None = None

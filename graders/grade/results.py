@@ -47,7 +47,7 @@ def summary(rows: list[Row], grade_cells: dict, out_dir: Path, flagged=()) -> tu
     """A table of counts and scores, and the score distribution drawn into ``scores.png``.
 
     ``flagged``: the exercises whose visible checks too many students passed while failing the
-    hidden tests (:class:`graders.class_grading.item_analysis.Item`); each adds a line.
+    hidden tests (:class:`graders.grade.item_analysis.Item`); each adds a line.
     """
     import matplotlib
 

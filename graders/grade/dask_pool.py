@@ -1,13 +1,13 @@
 """Grading on a Dask distributed cluster: ``course grade … --scheduler tcp://HOST:8786``.
 
-:class:`DaskPool` has the interface of :class:`graders.class_grading.pool.WorkerPool`: ``run(jobs)``
+:class:`DaskPool` has the interface of :class:`graders.grade.pool.WorkerPool`: ``run(jobs)``
 yields one :class:`Outcome` per job, and the parent stays the only writer of the gradebook, the
 CSV and the state file, validating every reply as with local workers.
 
 A job's paths are on the parent's filesystem, so a task carries what it needs as data: the
 submission's bytes, and once per run (scattered to the workers) the lesson's source folder and the
 template gradebook. On the worker, each task runs the same worker program as local grading
-(``python -m graders.class_grading.worker``, one JSON job in, one ``@@course-result`` line out) in
+(``python -m graders.grade.worker``, one JSON job in, one ``@@course-result`` line out) in
 the same sandbox, in a private scratch folder with its own kernelspec, and sends back the
 autograded notebook and the feedback page as text, which the parent writes where
 ``Classroom._record_outcome`` reads them.
@@ -37,8 +37,8 @@ import traceback
 import uuid
 from pathlib import Path
 
-from graders.class_grading.pool import Outcome, kill_session
-from graders.class_grading.sandbox import NoFreeSlot, claim_slot, socket_root
+from graders.grade.pool import Outcome, kill_session
+from graders.grade.sandbox import NoFreeSlot, claim_slot, socket_root
 
 ENVIRONMENT = ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR")  # what grading reads from the parent
 MAX_RETURNED_BYTES = 256 * 1024**2
@@ -67,7 +67,7 @@ def connect(address: str, timeout: float = 30):
 
 def worker_facts() -> dict:
     """What a worker says about itself (run on every worker by :func:`describe_cluster`)."""
-    from graders.class_grading.sandbox import detect_mode
+    from graders.grade.sandbox import detect_mode
 
     return {"host": socket.gethostname(), "sandbox": detect_mode(), "python": platform.python_version()}
 
@@ -284,7 +284,7 @@ class ThreadGrader:
         return {**result, **where}
 
     def _grade(self, task: dict, bundle: dict, timeout: float) -> dict:
-        from graders.class_grading.worker import RESULT
+        from graders.grade.worker import RESULT
 
         paths = self._prepare(bundle, task["sandbox"], task.get("environment", {}))
         work_dir = self.root / "w" / "jobs" / task["student_id"]
@@ -317,7 +317,7 @@ class ThreadGrader:
 
     def _prepare(self, bundle: dict, sandbox: str, environment: dict) -> dict:
         """The lesson's source, the template gradebook and the kernelspec, once per lesson bundle."""
-        from graders.class_grading.sandbox import write_kernelspec
+        from graders.grade.sandbox import write_kernelspec
 
         key = (bundle["digest"], sandbox, tuple(sorted(environment.items())))
         base = self.root / "w" / bundle["digest"][:16]
@@ -342,7 +342,7 @@ class ThreadGrader:
     def _exchange(self, line: str, timeout: float) -> str | None:
         """Send one job to the worker program and read its result line: ``None`` on timeout (the
         program is killed), ``""`` if it died."""
-        from graders.class_grading.worker import RESULT
+        from graders.grade.worker import RESULT
 
         process = self._program()
         expired = threading.Event()
@@ -367,7 +367,7 @@ class ThreadGrader:
 
             with open(self.log_path, "ab") as log:
                 self.process = subprocess.Popen(
-                    [sys.executable, "-m", "graders.class_grading.worker"], stdin=subprocess.PIPE,
+                    [sys.executable, "-m", "graders.grade.worker"], stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=log, start_new_session=True, cwd=ROOT, text=True,
                     bufsize=1, env={**os.environ, **self.environment},
                     preexec_fn=_die_with_parent)
@@ -393,7 +393,7 @@ class WorkerNotReady(RuntimeError):
 
 def sandbox_policy(sandbox: str):
     """The sandbox this worker machine gives kernels; it refuses to grade unsandboxed unless told."""
-    from graders.class_grading.sandbox import Limits, Policy, detect_mode
+    from graders.grade.sandbox import Limits, Policy, detect_mode
 
     mode = "none" if sandbox == "off" else detect_mode()
     if sandbox != "off" and mode == "none":

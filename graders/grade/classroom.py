@@ -18,9 +18,9 @@ from pathlib import Path
 import nbformat
 
 from graders import nbgrader_adapter as adapter
-from graders.class_grading.pool import Outcome, WorkerPool
-from graders.class_grading.results import DONE, Row, write_csv
-from graders.class_grading.sandbox import (
+from graders.grade.pool import Outcome, WorkerPool
+from graders.grade.results import DONE, Row, write_csv
+from graders.grade.sandbox import (
     KERNEL_NAME,
     Limits,
     Policy,
@@ -28,7 +28,7 @@ from graders.class_grading.sandbox import (
     socket_root,
     write_kernelspec,
 )
-from graders.class_grading.submissions import Submission, find_submissions, validate_notebook
+from graders.grade.submissions import Submission, find_submissions, validate_notebook
 from graders.lessons import BUILD
 from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
 from graders.release.editions import build_course
@@ -73,7 +73,7 @@ class Classroom:
     def __init__(self, options: Options):
         self.o = options
         self.out = Path(options.out_dir)
-        self.master = self.out / "course"
+        self.master = self.out / "nbgrader"
         self.scratch = self.out / "scratch"
         self.state_path = self.out / "state.json"
         self.state: dict = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
@@ -120,7 +120,7 @@ class Classroom:
         jobs = [self._job(number, submission, sockets) for number, submission in enumerate(todo)]
         progress = Progress(len(todo), total, sum(self.grade_cells.values()), self.o.progress)
         if self.o.scheduler:
-            from graders.class_grading.dask_pool import DaskPool  # distributed is imported only here
+            from graders.grade.dask_pool import DaskPool  # distributed is imported only here
 
             pool = DaskPool(self.o.scheduler, log_dir, self.o.notebook_timeout + WORKER_GRACE_S,
                             sandbox=self.o.sandbox)
