@@ -1,7 +1,8 @@
 """The grading side of the course, in two halves that never mix.
 
 Inside a student's kernel (imports only ``course`` and libraries):
-    checks.py            the checks grade cells call (expected / got / hint)
+    checks.py            the checks grade cells call (expected / got / hint), and their harness
+    lesson_checks/       one check module per lesson; its hints and concept keys in texts/*.toml
     kernel_startup.py    what every kernel runs before the first cell
 
 On the host, in pipeline order (may import the kernel side, never the reverse):

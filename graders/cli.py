@@ -69,7 +69,7 @@ def _grade(args) -> int:
     print(f"\nResults in {options.out_dir}")
     print(f"Grades CSV: {csv_path}")
     print(f"Feedback:   {out / 'feedback'}/<student_id>.html")
-    print(f"Gradebook:  {out / 'course' / 'gradebook.db'} (nbgrader formgrader/export)")
+    print(f"Gradebook:  {out / 'nbgrader' / 'gradebook.db'} (nbgrader formgrader/export)")
     print(f"Scores:     {picture}")
     print("\n".join(reports))
     return 0

@@ -13,13 +13,16 @@ module, how to call it with a given answer (the function, class or value the stu
 
 import importlib
 import inspect
+import re
 import sys
 
 import pytest
 import torch
+from lesson_files import LESSONS, read_source
 
 from graders import checks
 from graders.lesson_checks import lesson_modules
+from graders.nbgrader_adapter import is_grade_cell
 
 MODULES = {module.__name__.rpartition(".")[2]: module for module in lesson_modules()}
 
@@ -91,7 +94,17 @@ def test_a_shortcut_is_off_under_an_alias_in_the_notebook(name, check, owner, at
 
 def _answer_calling(alias: str, namespace: dict):
     """A student's function, defined in ``namespace`` as if in the notebook, that calls ``alias``."""
-    code = compile(f"def answer(*args, **kwargs):\n    return {alias}(*args, **kwargs)\n", "<notebook>", "exec")
+    source = f"def answer(*args, **kwargs):\n    return {alias}(*args, **kwargs)\n"
+    code = compile(source, "<notebook>", "exec")
     scope = {}
     exec(code, namespace, scope)
     return scope["answer"]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_name_a_grade_cell_takes_from_its_lesson_module_is_public(lesson):
+    """Visible and hidden tests alike: ``lesson.X`` in a grade cell is in that module's ``__all__``."""
+    module = MODULES[lesson.split("_", 1)[1]]
+    used = {name for cell in read_source(lesson).cells if is_grade_cell(cell)
+            for name in re.findall(r"\blesson\.(\w+)", cell.source)}
+    assert used <= set(getattr(module, "__all__", ())), sorted(used - set(getattr(module, "__all__", ())))

@@ -1,6 +1,6 @@
 """Lesson 02's visible checks: a correct answer passes, a typical mistake fails with expected/got/hint."""
 
-import math
+import re
 
 import pytest
 import torch
@@ -11,6 +11,37 @@ from graders.checks import CheckFailed
 from graders.lesson_checks import autograd as lesson
 
 pytestmark = pytest.mark.usefixtures("english")
+
+
+def _function_calling(answer):
+    """A ``torch.autograd.Function`` as the checks use one: a class whose ``apply`` is ``answer``."""
+    return type("Answer", (), {"apply": staticmethod(answer)})
+
+
+_X = torch.tensor([-2.0, 0.5, 2.0], dtype=torch.float64)
+
+# How test_harness calls each check with a given answer.
+CHECK_CALLS = {
+    "check_finite_difference_grad": lesson.check_finite_difference_grad,
+    "check_finite_difference_grad_black_box": lesson.check_finite_difference_grad_black_box,
+    "check_predicted_grad": lesson.check_predicted_grad,
+    "check_weighted_backward": lesson.check_weighted_backward,
+    "check_weighted_backward_one_entry": lesson.check_weighted_backward_one_entry,
+    "check_second_derivative": lesson.check_second_derivative,
+    "check_sgd_step": lesson.check_sgd_step,
+    "check_freeze_all_but_last": lesson.check_freeze_all_but_last,
+    "check_trainable_count": lesson.check_trainable_count,
+    "check_compound_value": lesson.check_compound_value,
+    "check_compound_grad": lambda answer: lesson.check_compound_grad(answer, 100.0, 0.1, 150.0),
+    "check_compound_grads": lesson.check_compound_grads,
+    "check_clipped_identity_forward": lambda answer: lesson.check_clipped_identity_forward(
+        _function_calling(answer)),
+    "check_clipped_backward": lambda answer: lesson.check_clipped_backward(
+        _function_calling(answer), _X, -1.0, 1.0, torch.ones(3, dtype=torch.float64), "clip(x, -1, 1)"),
+    "check_clipped_identity_backward": lambda answer: lesson.check_clipped_identity_backward(
+        _function_calling(answer)),
+    "check_concepts": lesson.check_concepts,
+}
 
 
 def central_differences(f, x, eps=1e-6):
@@ -33,15 +64,19 @@ def through_autograd(f, x, eps=1e-6):
 def test_finite_difference_grad():
     lesson.check_finite_difference_grad(central_differences)
     lesson.check_finite_difference_grad_black_box(central_differences)
-    failure(lesson.check_finite_difference_grad,
-           lambda f, x, eps=1e-6: central_differences(f, x, eps).float(), says=["dtype"])
-    failure(lesson.check_finite_difference_grad,
-           lambda f, x, eps=1e-6: central_differences(f, x, eps) / 2)
+    failure(lesson.check_finite_difference_grad, lambda f, x: central_differences(f, x).float(),
+            says=["the dtype is not the expected one", "expected: torch.float64", "got: torch.float32"])
+    failure(lesson.check_finite_difference_grad, lambda f, x: central_differences(f, x) / 2,
+            says=["Σ c·t²", "the values differ"])
 
 
-def test_finite_difference_grad_refuses_autograd_and_says_why():
-    message = failure(lesson.check_finite_difference_grad, through_autograd)
-    assert "is switched off while your function runs" in message
+@pytest.mark.parametrize("check", [lesson.check_finite_difference_grad,
+                                   lesson.check_finite_difference_grad_black_box])
+def test_finite_difference_grad_refuses_autograd_and_says_why(check):
+    failure(check, through_autograd,
+            says=["ShortcutUsed", "Tensor.backward is not available in this exercise"])
+    failure(check, lambda f, x, eps=1e-6: torch.autograd.grad(f(x.detach().requires_grad_()), x),
+            says=["torch.autograd.grad is not available in this exercise"])
     x = torch.tensor(2.0, requires_grad=True)
     (x * x).backward()  # back on after the check
     assert x.grad.item() == 4.0
@@ -56,13 +91,25 @@ def test_finite_difference_grad_sees_an_input_changed_in_place():
     failure(lesson.check_finite_difference_grad, in_place, says=["the input modified"])
 
 
+def test_black_box_hides_its_graph():
+    seen = []
+
+    def looks_inside(f, x, eps=1e-6):
+        seen.append(f(x.detach().requires_grad_(True)).requires_grad)
+        return central_differences(f, x, eps)
+
+    lesson.check_finite_difference_grad_black_box(looks_inside)
+    assert seen == [False]
+
+
 def test_predicted_grad():
     lesson.check_predicted_grad(lambda a, b, x0: b + 4 * a * x0)
-    failure(lesson.check_predicted_grad, lambda a, b, x0: 2 * a * x0 + b)  # forgot one backward
-    failure(lesson.check_predicted_grad, lambda a, b, x0: b)  # thought the forward pass reset it
-    message = failure(lesson.check_predicted_grad,
-                     lambda a, b, x0: lesson.gradient_after_snippet(a, b, x0))
-    assert "switched off" in message
+    failure(lesson.check_predicted_grad, lambda a, b, x0: 2 * a * x0 + b,  # forgot one backward
+            says=["predicted_grad(", "the values differ"])
+    failure(lesson.check_predicted_grad, lambda a, b, x0: b,  # thought the forward pass reset it
+            says=["predicted_grad(", "the values differ"])
+    failure(lesson.check_predicted_grad, lambda a, b, x0: lesson.gradient_after_snippet(a, b, x0),
+            says=["Tensor.backward is not available in this exercise"])
 
 
 def test_gradient_after_snippet_runs_the_exercises_snippet():
@@ -94,31 +141,34 @@ def test_weighted_backward():
 
 def test_weighted_backward_values_catch_typical_mistakes():
     failure(lesson.check_weighted_backward, lambda outputs, weights: torch.autograd.backward(outputs),
-           says=["raised"])  # no weights: a vector output has no implicit gradient
+            says=["raised", "implicitly created only for scalar outputs"])  # no implicit vector gradient
 
     def scalar_weights(outputs, weights):
         torch.autograd.backward(outputs, [torch.as_tensor(w, dtype=o.dtype)
                                           for o, w in zip(outputs, weights, strict=True)])
 
-    failure(lesson.check_weighted_backward, scalar_weights, says=["raised"])  # a 0-d weight for a vector
+    failure(lesson.check_weighted_backward, scalar_weights,  # a 0-d weight for a vector
+            says=["raised an exception", "RuntimeError"])
 
     def ignores_weights(outputs, weights):
         torch.autograd.backward(outputs, [torch.ones_like(o) for o in outputs])
 
-    failure(lesson.check_weighted_backward, ignores_weights, says=["a.grad"])
+    failure(lesson.check_weighted_backward, ignores_weights, says=["a.grad after", "the values differ"])
 
     def clears_first(outputs, weights):
         for leaf in _leaves_of(outputs):
             leaf.grad = None
         _weighted(outputs, weights)
 
-    failure(lesson.check_weighted_backward, clears_first, says=["a.grad", "held a gradient"])
+    failure(lesson.check_weighted_backward, clears_first,
+            says=["a.grad", "held a gradient", "the values differ"])
 
     def one_backward_each_freeing(outputs, weights):
         for o, v in zip(outputs, _vectors(outputs, weights), strict=True):
             o.backward(v)
 
-    failure(lesson.check_weighted_backward, one_backward_each_freeing, says=["raised"])
+    failure(lesson.check_weighted_backward, one_backward_each_freeing,
+            says=["raised", "backward through the graph a second time"])
 
 
 def _leaves_of(outputs):
@@ -137,10 +187,11 @@ def _leaves_of(outputs):
 def test_weighted_backward_shortcuts_pass_the_values_but_not_the_spy():
     lesson.check_weighted_backward(_summed_loss)
     lesson.check_weighted_backward(_one_backward_each)
-    failure(lesson.check_weighted_backward_one_entry, _summed_loss, says=["where the engine started"])
-    message = failure(lesson.check_weighted_backward_one_entry, _one_backward_each,
-                      says=["entries into the engine"])
-    assert "3 entries" in message
+    original = torch.autograd._engine_run_backward
+    failure(lesson.check_weighted_backward_one_entry, _summed_loss,
+            says=["where the engine started", "got: 1 tensors, 0 of them outputs"])
+    failure(lesson.check_weighted_backward_one_entry, _one_backward_each,
+            says=["entries into the engine", "got: 3 entries"])  # Tensor.backward seen, once per output
 
     def through_grad(outputs, weights):
         leaves = _leaves_of(outputs)
@@ -149,33 +200,24 @@ def test_weighted_backward_shortcuts_pass_the_values_but_not_the_spy():
             leaf.grad = gradient if leaf.grad is None else leaf.grad + gradient
 
     lesson.check_weighted_backward(through_grad)
-    failure(lesson.check_weighted_backward_one_entry, through_grad,
-           says=["the engine's mode", "an entry that accumulates into .grad"])
+    failure(lesson.check_weighted_backward_one_entry, through_grad,  # autograd.grad seen, not accumulating
+            says=["the engine's mode", "expected: an entry that accumulates into .grad",
+                  "got: an entry that returns the gradients and leaves .grad alone"])
+    assert torch.autograd._engine_run_backward is original  # the spy is gone after each check
 
 
-def test_engine_spy_sees_every_way_in_and_leaves_the_engine_as_it_was():
-    x = torch.tensor(2.0, requires_grad=True)
-    original = torch.autograd._engine_run_backward
-    with lesson.engine_spy() as entries:
-        y = x ** 3
-        y.backward(retain_graph=True)
-        torch.autograd.backward([y], retain_graph=True)
-        torch.autograd.grad(y, x)
-    assert torch.autograd._engine_run_backward is original
-    assert [entry["accumulate"] for entry in entries] == [True, True, False]
-    assert all(entry["roots"][0] is y for entry in entries)
-    assert x.grad.item() == 24.0
+def _three_outputs():
+    leaf = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    middle = leaf.sin()
+    return [middle.sum(), middle * 2, leaf.exp()]
 
 
-def test_weighted_case_is_worked_out_right():
-    case = lesson.weighted_case(torch.Generator().manual_seed(0))
-    a, b, _ = case["leaves"]
-    before = a.grad.clone()
-    summed = sum((torch.as_tensor(w, dtype=torch.float64) * o).sum()
-                 for o, w in zip(case["outputs"], case["weights"], strict=True))
-    grad_a, grad_b = torch.autograd.grad(summed, [a, b])
-    torch.testing.assert_close(before + grad_a, case["expected"][0])
-    torch.testing.assert_close(grad_b, case["expected"][1])
+def test_weighted_backward_one_entry_on_outputs_given():
+    name = "weighted_backward(3 outputs of one leaf)"
+    weights = [1, torch.ones(4, dtype=torch.float64), 0.5]
+    lesson.check_weighted_backward_one_entry(_weighted, _three_outputs(), weights, name)
+    failure(lesson.check_weighted_backward_one_entry, _one_backward_each, _three_outputs(), weights, name,
+            says=[f"{name}: entries into the engine", "got: 3 entries"])
 
 
 def _second(f, x):
@@ -191,26 +233,31 @@ def test_second_derivative():
         leaf = x.detach().requires_grad_(True)
         return torch.autograd.grad(f(leaf).sum(), leaf)[0]
 
-    failure(lesson.check_second_derivative, first_only)
+    failure(lesson.check_second_derivative, first_only, says=["second_derivative(t**3", "the values differ"])
 
     def without_create_graph(f, x):
         leaf = x.detach().requires_grad_(True)
         (first,) = torch.autograd.grad(f(leaf).sum(), leaf)
         return torch.autograd.grad(first.sum(), leaf)[0]
 
-    failure(lesson.check_second_derivative, without_create_graph, says=["raised"])
+    failure(lesson.check_second_derivative, without_create_graph,
+            says=["raised", "does not require grad and does not have a grad_fn"])
 
     def marks_the_callers_x(f, x):
         x.requires_grad_(True)
         return _second(f, x)
 
-    failure(lesson.check_second_derivative, marks_the_callers_x, says=["the input modified"])
+    failure(lesson.check_second_derivative, marks_the_callers_x,
+            says=["x.requires_grad", "expected: False (bool)", "got: True (bool)"])
 
 
 def test_second_derivative_refuses_the_library_hessian():
-    message = failure(lesson.check_second_derivative,
-                     lambda f, x: torch.autograd.functional.hessian(lambda t: f(t).sum(), x).diagonal())
-    assert "torch.autograd.functional.hessian is switched off" in message
+    failure(lesson.check_second_derivative,
+            lambda f, x: torch.autograd.functional.hessian(lambda t: f(t).sum(), x).diagonal(),
+            says=["torch.autograd.functional.hessian is not available in this exercise"])
+    failure(lesson.check_second_derivative,
+            lambda f, x: torch.func.hessian(lambda t: f(t).sum())(x).diagonal(),
+            says=["torch.func.hessian is not available in this exercise"])
 
 
 def _sgd(params, lr):
@@ -244,7 +291,7 @@ def test_sgd_step():
             if param.grad is not None:
                 param.sub_(lr * param.grad)
 
-    failure(lesson.check_sgd_step, outside_no_grad, says=["raised"])
+    failure(lesson.check_sgd_step, outside_no_grad, says=["raised", "leaf Variable that requires grad"])
 
     def touches_every_param(params, lr):
         with torch.no_grad():
@@ -252,7 +299,7 @@ def test_sgd_step():
                 param.sub_(lr * (param.grad if param.grad is not None else torch.ones_like(param)))
                 param.grad = None
 
-    failure(lesson.check_sgd_step, touches_every_param, says=["params[2]"])
+    failure(lesson.check_sgd_step, touches_every_param, says=["params[2] after", "the values differ"])
 
 
 def _freeze(model):
@@ -271,7 +318,9 @@ def test_freeze_all_but_last_and_its_count():
         list(model.children())[-1].requires_grad_(True)
         return 0
 
-    failure(lesson.check_freeze_all_but_last, last_child, says=["requires_grad of every parameter"])
+    failure(lesson.check_freeze_all_but_last, last_child,  # the last child, a Tanh, has no parameters
+            says=["requires_grad of every parameter", "ending in Tanh",
+                  "got: [False, False, False, False, False, False]"])
 
     def forgets_to_unfreeze(model):  # right only when the last layer was trainable already
         with_params = [layer for layer in model.children() if list(layer.parameters())]
@@ -279,9 +328,14 @@ def test_freeze_all_but_last_and_its_count():
             layer.requires_grad_(False)
         return 0
 
-    failure(lesson.check_freeze_all_but_last, forgets_to_unfreeze, says=["all frozen"])
-    failure(lesson.check_trainable_count, lambda model: _freeze(model) + 1)
-    failure(lesson.check_trainable_count, lambda model: float(_freeze(model)), says=["float"])
+    failure(lesson.check_freeze_all_but_last, forgets_to_unfreeze,
+            says=["requires_grad of every parameter", "all frozen",
+                  "got: [False, False, False, False, False, False]"])
+    message = failure(lesson.check_trainable_count, lambda model: _freeze(model) + 1,
+                      says=["freeze_all_but_last(Sequential with widths", "is not right"])
+    expected, got = (int(re.search(rf"{part}: (\d+) \(int\)", message)[1]) for part in ("expected", "got"))
+    assert got == expected + 1, message
+    failure(lesson.check_trainable_count, lambda model: float(_freeze(model)), says=["(int)", "(float)"])
 
 
 def _compound(x, rate, limit):
@@ -301,7 +355,8 @@ def test_compound_value_and_grads():
         result, steps = _compound(x, rate, limit)
         return result * (1 + rate), steps + 1
 
-    failure(lesson.check_compound_value, one_too_many, says=["[1]", "expected: 5"])
+    failure(lesson.check_compound_value, one_too_many,
+            says=["compound(100, 0.1, 150.0)[1]", "expected: 5 (int)", "got: 6 (int)"])
 
     def through_floats(x, rate, limit):
         result, steps = _compound(x, rate, limit)
@@ -314,9 +369,9 @@ def test_compound_value_and_grads():
         result, steps = _compound(x, rate, limit)
         return result, torch.tensor(steps)
 
-    failure(lesson.check_compound_value, tensor_steps, says=["int"])
+    failure(lesson.check_compound_value, tensor_steps, says=["expected: 5 (int)", "got: tensor(shape=()"])
     failure(lesson.check_compound_value, lambda x, rate, limit: _compound(x, rate, limit)[0],
-           says=["tuple"])
+            says=["the type is not the expected one", "expected: tuple"])
 
 
 def test_the_loop_rules_catch_a_loop_that_stops_early():
@@ -324,8 +379,8 @@ def test_the_loop_rules_catch_a_loop_that_stops_early():
         result, steps = _compound(x, rate, limit)
         return (result / (1 + rate), steps - 1) if steps > 1 else (result, steps)
 
-    message = failure(lesson.check_compound_value, stops_early)
-    assert "compound(100, 0.1, 150.0)" in message
+    failure(lesson.check_compound_value, stops_early,
+            says=["compound(100, 0.1, 150.0)[1]", "expected: 5 (int)", "got: 4 (int)"])
 
 
 class ClippedIdentity(torch.autograd.Function):
@@ -355,20 +410,32 @@ class ClippedIdentityClampsBelow(ClippedIdentity):
 def test_clipped_identity():
     lesson.check_clipped_identity_forward(ClippedIdentity)
     lesson.check_clipped_identity_backward(ClippedIdentity)
-    failure(lesson.check_clipped_identity_forward, ClippedIdentityClampsBelow, says=["x above"])
-    failure(lesson.check_clipped_identity_backward, ClippedIdentityStraightThrough, says=["x.grad after"])
+    failure(lesson.check_clipped_identity_forward, ClippedIdentityClampsBelow,
+            says=["x above", "the values differ"])
+    failure(lesson.check_clipped_identity_backward, ClippedIdentityStraightThrough,
+            says=["x.grad after", "x below", "the values differ"])
 
     class Plain:
         apply = staticmethod(lambda x, low, high: x.clamp(low, high))
 
-    failure(lesson.check_clipped_identity_forward, Plain, says=["ClippedIdentity grad_fn"])
+    failure(lesson.check_clipped_identity_forward, Plain, says=["expected: a ClippedIdentity grad_fn"])
 
 
-def test_black_box_hides_its_graph():
-    x = torch.tensor([0.5, 1.0], dtype=torch.float64, requires_grad=True)
-    value = lesson.black_box(2.0)(x)
-    assert not value.requires_grad
-    assert value.item() == pytest.approx(2 * (math.sin(0.5) + math.sin(1.0)))
+def test_clipped_backward_on_points_given():
+    upstream = torch.tensor([0.5, 2.0, 3.0], dtype=torch.float64)
+    lesson.check_clipped_backward(ClippedIdentity, _X, -1.0, 1.0, upstream, "clip(x, -1, 1)")
+    failure(lesson.check_clipped_backward, ClippedIdentityStraightThrough, _X, -1.0, 1.0, upstream,
+            "clip(x, -1, 1)", says=["x.grad after clip(x, -1, 1), x below", "the values differ"])
+
+
+def test_concepts():
+    keys = ["backward_twice_same_grad", "fresh_forward_resets_grad", "grad_fills_dot_grad",
+            "one_entry_many_outputs", "retain_equals_create", "intermediates_get_grad",
+            "graph_rebuilt_each_pass", "no_grad_records_nothing", "frozen_still_gets_grad", "detach_copies",
+            "gradcheck_wants_float64"]
+    lesson.check_concepts(dict.fromkeys(keys, True))
+    failure(lesson.check_concepts, dict.fromkeys(keys[:-1], True), says=["ANSWERS", "the keys of ANSWERS"])
+    failure(lesson.check_concepts, dict.fromkeys(keys, "yes"), says=["each value must be True or False"])
 
 
 def test_messages_and_hints_follow_the_language():
@@ -376,7 +443,7 @@ def test_messages_and_hints_follow_the_language():
     with pytest.raises(CheckFailed) as caught:
         lesson.check_finite_difference_grad(through_autograd)
     message = str(caught.value)
-    for part in ("esperado:", "obtenido:", "pista:", "está desactivado", "sección 3",
+    for part in ("esperado:", "obtenido:", "pista:", "no está disponible", "sección 3",
                  "hint('finite_difference_grad')"):
         assert part in message, message
 

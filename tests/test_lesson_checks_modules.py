@@ -1,9 +1,9 @@
 """Lesson 03's checks: each passes a right answer and fails a typical wrong one with expected, got
-and a hint; its harnesses (the mode probe, the torch.load recorder, the refused library MLP) record
+and a hint; its harnesses (the grad probe, the torch.load recorder, the refused library MLP) record
 and refuse what they should."""
 
-import io
 import itertools
+import re
 
 import pytest
 import torch
@@ -15,6 +15,39 @@ import course
 from graders.lesson_checks import modules as lesson
 
 pytestmark = pytest.mark.usefixtures("english")
+
+
+def _module_calling(answer):
+    """A module class as the checks build one: constructing it, or calling it, calls ``answer``."""
+    class Answer(nn.Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            answer(*args, **kwargs)
+
+        def forward(self, *args):
+            return answer(*args)
+
+    return Answer
+
+
+# How test_harness calls each check with a given answer.
+CHECK_CALLS = {
+    "check_mlp_structure": lambda answer: lesson.check_mlp_structure(_module_calling(answer), [4, 8, 3], 5),
+    "check_mlp_forward": lambda answer: lesson.check_mlp_forward(_module_calling(answer)),
+    "check_residual_structure": lambda answer: lesson.check_residual_structure(_module_calling(answer), 6, 9),
+    "check_residual_forward": lambda answer: lesson.check_residual_forward(_module_calling(answer)),
+    "check_count_parameters": lambda answer: lesson.check_count_parameters(answer, seed=304),
+    "check_count_trainable": lambda answer: lesson.check_count_trainable(answer, seed=305),
+    "check_save_weights": lambda answer: lesson.check_save_weights(answer, sizes=(6, 5, 2), seed=304),
+    "check_load_weights": lambda answer: lesson.check_load_weights(answer, sizes=(6, 5, 2), seed=305),
+    "check_load_is_strict": lesson.check_load_is_strict,
+    "check_init_weights": lesson.check_init_weights,
+    "check_init_biases": lesson.check_init_biases,
+    "check_train_and_eval_outputs": lesson.check_train_and_eval_outputs,
+    "check_no_graph": lesson.check_no_graph,
+    "check_mode_restored": lesson.check_mode_restored,
+    "check_concepts": lesson.check_concepts,
+}
 
 
 # Exercise 1 · MLP ----------------------------------------------------------------------------------
@@ -77,21 +110,22 @@ def test_mlp_checks_pass_both_ways_of_registering_the_layers(mlp):
 
 
 def test_mlp_structure_fails_layers_in_a_python_list():
-    message = failure(lesson.check_mlp_structure, HiddenListMLP, [4, 8, 3], batch=5)
-    assert "weight shapes" in message and "got: [] (list)" in message
+    failure(lesson.check_mlp_structure, HiddenListMLP, [4, 8, 3], batch=5,
+            says=["weight shapes of the nn.Linear layers", "got: [] (list)"])
 
 
 def test_mlp_forward_fails_an_activation_after_the_last_layer_or_none_at_all():
-    message = failure(lesson.check_mlp_forward, lambda sizes: ListMLP(sizes, relu_after_last=True))
-    assert "weights set by hand" in message and "[3.0, 0.0]" in message
-    assert "if you are still stuck: hint('mlp')" in message
-    without_activations = failure(lesson.check_mlp_forward, lambda sizes: ListMLP(sizes, relu=False))
-    assert "weights set by hand" in without_activations
+    failure(lesson.check_mlp_forward, lambda sizes: ListMLP(sizes, relu_after_last=True),  # -2.0 became 0.0
+            says=["weights set by hand", "expected: tensor(shape=(2, 2), dtype=torch.float32, device=cpu) "
+                  "[[3.0, 0.0], [3.0, -2.0]]", "if you are still stuck: hint('mlp')"])
+    failure(lesson.check_mlp_forward, lambda sizes: ListMLP(sizes, relu=False),  # negative hidden values kept
+            says=["weights set by hand", "the values differ"])
 
 
-def test_the_library_mlp_is_refused_inside_the_checks_and_works_outside():
-    message = failure(lesson.check_mlp_structure, LibraryMLP, [4, 8, 3], batch=5)
-    assert "torchvision.ops.MLP is not available in this exercise" in message
+@pytest.mark.parametrize("check", [lambda mlp: lesson.check_mlp_structure(mlp, [4, 8, 3], batch=5),
+                                   lesson.check_mlp_forward])
+def test_the_library_mlp_is_refused_inside_the_checks_and_works_outside(check):
+    failure(check, LibraryMLP, says=["ShortcutUsed", "MLP.__init__ is not available in this exercise"])
     assert LibraryMLP([4, 8, 3])(torch.randn(2, 4)).shape == (2, 3)
 
 
@@ -123,15 +157,17 @@ def test_residual_checks_pass_a_right_block():
 
 
 def test_residual_structure_fails_wrong_shapes():
-    assert "fc1.weight.shape" in failure(lesson.check_residual_structure, SwappedBlock, dim=6, hidden=10)
+    failure(lesson.check_residual_structure, SwappedBlock, dim=6, hidden=10,
+            says=["ResidualBlock(6, 10).fc1.weight.shape", "expected: (10, 6)", "got: (6, 6)"])
 
 
-@pytest.mark.parametrize(("wrong", "case"), [
-    (lambda dim, hidden: Block(dim, hidden, skip=False), "weights set by hand"),
-    (lambda dim, hidden: Block(dim, hidden, relu=False), "weights set by hand"),
-])
-def test_residual_forward_fails_without_skip_or_activation(wrong, case):
-    assert case in failure(lesson.check_residual_forward, wrong)
+@pytest.mark.parametrize("wrong", [lambda dim, hidden: Block(dim, hidden, skip=False),
+                                   lambda dim, hidden: Block(dim, hidden, relu=False)])
+def test_residual_forward_fails_without_skip_or_activation(wrong):
+    failure(lesson.check_residual_forward, wrong,
+            says=["ResidualBlock(2, 3)(x) with weights set by hand", "the values differ",
+                  "expected: tensor(shape=(2, 2), dtype=torch.float32, device=cpu) "
+                  "[[2.5, -2.0], [9.5, -1.0]]"])
 
 
 def test_residual_forward_fails_a_block_without_fc1():
@@ -140,7 +176,8 @@ def test_residual_forward_fails_a_block_without_fc1():
             super().__init__()
             self.first = nn.Linear(dim, hidden)
 
-    assert "ResidualBlock(2, 3).fc1" in failure(lesson.check_residual_forward, Unnamed)
+    failure(lesson.check_residual_forward, Unnamed,
+            says=["ResidualBlock(2, 3).fc1", "expected: Linear", "got: None"])
 
 
 # Exercise 3 · count_parameters ---------------------------------------------------------------------
@@ -159,19 +196,23 @@ def test_count_parameters_fails_counting_buffers_or_returning_a_tensor():
     def with_buffers(model, trainable_only=False):
         return sum(t.numel() for t in model.state_dict().values())
 
-    assert "BatchNorm1d" in failure(lesson.check_count_parameters, with_buffers, seed=304)
+    message = failure(lesson.check_count_parameters, with_buffers, seed=304,
+                      says=["count_parameters(Sequential(Linear(", "BatchNorm1d", "is not right"])
+    expected, got = (int(re.search(rf"{part}: (\d+) \(int\)", message)[1]) for part in ("expected", "got"))
+    assert got > expected, message  # the running statistics counted too
+
     def as_tensor(model, trainable_only=False):
         return torch.tensor(count(model))
 
-    assert "got: tensor(shape=()" in failure(lesson.check_count_parameters, as_tensor, seed=304)
+    failure(lesson.check_count_parameters, as_tensor, seed=304, says=["(int)", "got: tensor(shape=()"])
 
 
 def test_count_trainable_fails_ignoring_frozen_parameters():
     def everything(model, trainable_only=False):
         return count(model)
 
-    message = failure(lesson.check_count_trainable, everything, seed=305)
-    assert "trainable_only=True" in message and "frozen weights" in message
+    failure(lesson.check_count_trainable, everything, seed=305,
+            says=["count_parameters(model, trainable_only=True)", "frozen weights [True"])
 
 
 # Exercise 4 · save_weights / load_weights ----------------------------------------------------------
@@ -191,38 +232,34 @@ def test_save_and_load_checks_pass_right_functions():
     lesson.check_load_is_strict(load)
 
 
+@pytest.mark.parametrize("read", [lambda path: torch.load(path, "cpu"),  # map_location by position
+                                  lambda path: torch.serialization.load(path, map_location="cpu")])
+def test_load_weights_sees_map_location_by_position_or_through_serialization_and_puts_torch_load_back(read):
+    real_load = torch.load
+    lesson.check_load_weights(lambda model, path: model.load_state_dict(read(path)) and model,
+                              sizes=(6, 5, 2), seed=305)
+    assert torch.load is real_load and torch.serialization.load is real_load
+
+
 def test_save_weights_fails_pickling_the_whole_model():
     def whole_model(model, path):
         torch.save(model, path)
 
-    message = failure(lesson.check_save_weights, whole_model, sizes=(6, 5, 2), seed=1)
-    assert "UnpicklingError" in message
+    failure(lesson.check_save_weights, whole_model, sizes=(6, 5, 2), seed=1,
+            says=["torch.load(path) raises UnpicklingError", "a state_dict readable with weights_only=True"])
 
 
 def test_load_weights_fails_returning_the_report_forgetting_map_location_or_loading_half():
     def report(model, path):
         return model.load_state_dict(torch.load(path, map_location="cpu"))
 
-    assert "the same model object" in failure(lesson.check_load_weights, report, sizes=(6, 5, 2), seed=305)
-    message = failure(lesson.check_load_weights, lambda model, path: load(model, path, map_location=None),
-                      sizes=(6, 5, 2), seed=305)
-    assert "map_location to the CPU" in message and "[None]" in message
-    message = failure(lesson.check_load_is_strict, lambda model, path: load(model, path, strict=False))
-    assert "should have raised" in message and "strict" in message
-
-
-def test_recorded_loads_sees_map_location_by_name_or_position_and_puts_torch_load_back():
-    real_load = torch.load
-    buffer = io.BytesIO()
-    torch.save({"w": torch.ones(1)}, buffer)
-    with lesson.recorded_loads() as calls:
-        for options in ({"map_location": "cpu"}, {}):
-            buffer.seek(0)
-            assert torch.equal(torch.load(buffer, **options)["w"], torch.ones(1))
-        buffer.seek(0)
-        torch.serialization.load(buffer, "cpu")
-    assert lesson.map_locations(calls) == ["cpu", None, "cpu"]
-    assert torch.load is real_load and torch.serialization.load is real_load
+    failure(lesson.check_load_weights, report, sizes=(6, 5, 2), seed=305,
+            says=["expected: the same model object it was given", "(_IncompatibleKeys)"])
+    failure(lesson.check_load_weights, lambda model, path: load(model, path, map_location=None),
+            sizes=(6, 5, 2), seed=305,
+            says=["the file read with a map_location to the CPU", "map_location: [None]"])
+    failure(lesson.check_load_is_strict, lambda model, path: load(model, path, strict=False),
+            says=["should have raised an exception", "RuntimeError", "strict"])
 
 
 # Exercise 5 · init_weights ---------------------------------------------------------------------------
@@ -251,8 +288,8 @@ def test_init_weights_fails_missing_nested_layers_or_the_wrong_scheme():
                 nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
         return model
 
-    message = failure(lesson.check_init_weights, top_level_only)
-    assert "2.0.weight.std()" in message and "hint('init_weights')" in message
+    failure(lesson.check_init_weights, top_level_only,  # the nested layer keeps PyTorch's default
+            says=["2.0.weight.std()", "the values differ", "hint('init_weights')"])
 
     def xavier(model):
         for layer in model.modules():
@@ -260,11 +297,12 @@ def test_init_weights_fails_missing_nested_layers_or_the_wrong_scheme():
                 nn.init.xavier_normal_(layer.weight)
         return model
 
-    assert "weight.std()" in failure(lesson.check_init_weights, xavier)
+    failure(lesson.check_init_weights, xavier, says=["0.weight.std() [fan_in=1000", "the values differ"])
 
 
 def test_init_biases_fails_forgotten_biases_other_layers_touched_or_nothing_returned():
-    assert "0.bias" in failure(lesson.check_init_biases, lambda model: init(model, biases=False))
+    failure(lesson.check_init_biases, lambda model: init(model, biases=False),
+            says=["0.bias: the values differ", "expected: tensor(shape=(20,)"])
 
     def zero_every_vector(model):
         for parameter in model.parameters():
@@ -272,8 +310,10 @@ def test_init_biases_fails_forgotten_biases_other_layers_touched_or_nothing_retu
                 nn.init.zeros_(parameter)
         return init(model)
 
-    assert "not an nn.Linear: left alone" in failure(lesson.check_init_biases, zero_every_vector)
-    assert "the same model object" in failure(lesson.check_init_biases, lambda model: None)
+    failure(lesson.check_init_biases, zero_every_vector,
+            says=["not an nn.Linear: left alone", "the values differ"])
+    failure(lesson.check_init_biases, lambda model: None,
+            says=["expected: the same model object it was given", "got: None (NoneType)"])
 
 
 # Exercise 6 · train_and_eval_outputs --------------------------------------------------------------
@@ -299,33 +339,45 @@ def test_train_and_eval_checks_pass_a_right_function():
 
 
 def test_train_and_eval_outputs_fails_a_swapped_tuple():
-    assert "eval_out" in failure(lesson.check_train_and_eval_outputs, lambda m, x: outputs(m, x, swap=True))
+    failure(lesson.check_train_and_eval_outputs, lambda m, x: outputs(m, x, swap=True),
+            says=["eval_out [Sequential(..., Dropout(0.5))]: in evaluation Dropout lets its input through",
+                  "the values differ"])
 
 
 def test_no_graph_fails_outputs_detached_after_building_the_graph():
-    message = failure(lesson.check_no_graph, lambda m, x: outputs(m, x, graph=True))
-    assert "on in 2 of 2 passes" in message
+    failure(lesson.check_no_graph, lambda m, x: outputs(m, x, graph=True),
+            says=["autograd while the model computes", "got: on in 2 of 2 passes"])
 
 
 def test_mode_restored_fails_a_model_left_in_eval_mode():
-    message = failure(lesson.check_mode_restored, lambda m, x: outputs(m, x, restore=False))
-    assert "model.training [train" in message
+    failure(lesson.check_mode_restored, lambda m, x: outputs(m, x, restore=False),
+            says=["model.training [train → train_and_eval_outputs]", "expected: True (bool)",
+                  "got: False (bool)"])
 
 
-def test_mode_probe_records_mode_and_grad_recording_per_call():
-    probe = lesson.ModeProbe()
-    probe(torch.ones(1))
-    probe.eval()
-    with torch.no_grad():
-        probe(torch.ones(1))
-    assert probe.calls == [(True, True), (False, False)]
+def test_no_graph_sees_each_forward_pass_apart():
+    def graph_in_training_only(model, x):
+        train_out = model.train()(x).detach()
+        with torch.no_grad():
+            return train_out, model.eval()(x)
+
+    failure(lesson.check_no_graph, graph_in_training_only, says=["got: on in 1 of 2 passes"])
+
+
+def test_concepts():
+    keys = ["eval_disables_grad", "plain_list_registers", "sequential_residual", "state_dict_has_buffers",
+            "whole_model_portable", "dropout_eval_identity", "kaiming_for_relu"]
+    lesson.check_concepts(dict.fromkeys(keys, False))
+    failure(lesson.check_concepts, [], says=["ANSWERS", "expected: dict"])
+    failure(lesson.check_concepts, {**dict.fromkeys(keys, False), "extra": True},
+            says=["the keys of ANSWERS"])
 
 
 # Language ---------------------------------------------------------------------------------------------
 
 def test_messages_and_hints_follow_the_edition_language():
     course.set_language("es")
-    message = failure(lesson.check_mode_restored, lambda m, x: outputs(m, x, restore=False))
-    assert "esperado:" in message and "pista: quien llama a tu función" in message
-    message = failure(lesson.check_mlp_structure, LibraryMLP, [4, 3], batch=2)
-    assert "no está disponible en este ejercicio" in message
+    failure(lesson.check_mode_restored, lambda m, x: outputs(m, x, restore=False),
+            says=["esperado: True", "obtenido: False", "pista: quien llama a tu función"])
+    failure(lesson.check_mlp_structure, LibraryMLP, [4, 3], batch=2,
+            says=["MLP.__init__ no está disponible en este ejercicio"])

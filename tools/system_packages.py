@@ -76,7 +76,8 @@ def explain(chosen: Plan) -> str:
                 f"{reasons}\nRun this once, then `make` again:\n  {command}")
     if chosen.action == "elsewhere":
         return (f"No apt-get here: install these with your system's package manager if it has "
-                f"them (the course also works without them, see README):\n{reasons}")
+                f"them (the course also works without them: data/README.md, "
+                f"docs/instructors/sandbox.md):\n{reasons}")
     return ""
 
 

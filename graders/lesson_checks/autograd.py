@@ -16,45 +16,53 @@ from torch import nn
 from graders import checks
 from graders.lesson_checks import lesson_texts
 
+__all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTCUTS",
+           "check_clipped_backward", "check_clipped_identity_backward", "check_clipped_identity_forward",
+           "check_compound_grad", "check_compound_grads", "check_compound_value", "check_concepts",
+           "check_finite_difference_grad", "check_finite_difference_grad_black_box",
+           "check_freeze_all_but_last", "check_predicted_grad", "check_second_derivative", "check_sgd_step",
+           "check_trainable_count", "check_weighted_backward", "check_weighted_backward_one_entry",
+           "gradient_after_snippet", "run_compound"]
+
 TEXTS = lesson_texts(__name__)
 HINTS = TEXTS.hints
 
 MORE_HINTS = TEXTS.more_hints
 
-AUTOGRAD_OFF = {
-    "es": "{name} está desactivado mientras se ejecuta tu función: este ejercicio se resuelve sin autograd",
-    "en": "{name} is switched off while your function runs: this exercise is solved without autograd",
-}
-HESSIAN_OFF = {
-    "es": "{name} está desactivado mientras se ejecuta tu función: calcula tú las dos derivadas",
-    "en": "{name} is switched off while your function runs: compute the two derivatives yourself",
-}
-AUTOGRAD = [(torch.Tensor, "backward"), (torch.autograd, "backward"), (torch.autograd, "grad")]
-HESSIANS = [(torch.autograd.functional, "hessian"), (torch.func, "hessian")]
-INPUT_KEPT = {"es": "la entrada sin cambios", "en": "the input left unchanged"}
-INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
 
-
-def without_autograd(answer, *args, name: str, hint):
-    """``answer(*args)`` with ``backward`` and ``torch.autograd.grad`` switched off."""
+@checks.keeps_random_state
+def check_concepts(answers) -> None:
+    """The concept check's visible part: a dict of the statements' keys, each True or False."""
     __tracebackhide__ = True
-    with checks.switched_off(AUTOGRAD, AUTOGRAD_OFF, getattr(answer, "__globals__", {})):
-        return checks.check_runs(answer, *args, name=name, hint=hint)
+    checks.check_concepts(answers, TEXTS)
 
 
-def without_hessian(answer, *args, name: str):
-    """``answer(*args)`` with the library's Hessians switched off."""
+# Library functions that would answer an exercise in one call, switched off while its answer runs,
+# by the check that runs it: autograd itself where the gradient is to be worked out without it, the
+# library's Hessians where the two derivatives are.
+_AUTOGRAD = [(torch.Tensor, "backward"), (torch.autograd, "backward"), (torch.autograd, "grad")]
+SHORTCUTS = {
+    "check_finite_difference_grad": _AUTOGRAD,
+    "check_finite_difference_grad_black_box": _AUTOGRAD,
+    "check_predicted_grad": _AUTOGRAD,
+    "check_second_derivative": [(torch.autograd.functional, "hessian"), (torch.func, "hessian")],
+}
+
+
+def _run(check: str, answer, *args, name: str, hint):
+    """``answer(*args)`` with the shortcuts of ``check`` off; an exception is reported as a failure."""
     __tracebackhide__ = True
-    with checks.switched_off(HESSIANS, HESSIAN_OFF, getattr(answer, "__globals__", {})):
-        return checks.check_runs(answer, *args, name=name, hint=HINTS["second_derivative"])
+    return checks.run_answer(answer, *args, name=name, hint=hint, shortcuts=SHORTCUTS[check])
 
 
-def _unchanged(before, after, name: str, hint) -> None:
-    checks.check_true(torch.equal(before, after) and not after.requires_grad, name=name,
-                      expected=INPUT_KEPT, got=INPUT_CHANGED, hint=hint)
+def _kept(before, x, name: str, hint) -> None:
+    """The caller's ``x`` comes back with its values, and still asks for no gradient."""
+    __tracebackhide__ = True
+    checks.check_unchanged(before, x.detach(), name=name, hint=hint)
+    checks.check_equal(x.requires_grad, False, name=f"{name}: x.requires_grad", hint=hint)
 
 
-def black_box(coefficient: float):
+def _black_box(coefficient: float):
     """``Σ coefficient · sin(tᵢ)`` through Python floats: autograd sees no graph inside."""
     def sines(t):
         return torch.tensor(sum(coefficient * math.sin(v) for v in t.flatten().tolist()),
@@ -62,6 +70,7 @@ def black_box(coefficient: float):
     return sines
 
 
+@checks.keeps_random_state
 def check_finite_difference_grad(finite_difference_grad) -> None:
     """On Σ cᵢ·tᵢ² the central difference is 2·cᵢ·xᵢ (exact for a quadratic), same shape and dtype."""
     hint = HINTS["finite_difference_grad"]
@@ -71,12 +80,13 @@ def check_finite_difference_grad(finite_difference_grad) -> None:
     weights = torch.rand(shape, generator=generator, dtype=torch.float64) + 0.5
     before = x.clone()
     name = f"finite_difference_grad(Σ c·t², x {shape})"
-    got = without_autograd(finite_difference_grad, lambda t: (weights * t ** 2).sum(), x, name=name,
-                           hint=hint)
+    got = _run("check_finite_difference_grad", finite_difference_grad, lambda t: (weights * t ** 2).sum(), x,
+               name=name, hint=hint)
     checks.check_close(got, 2 * weights * before, name=name, hint=hint, rtol=1e-5, atol=1e-6)
-    _unchanged(before, x, f"x after {name}", hint)
+    _kept(before, x, f"x after {name}", hint)
 
 
+@checks.keeps_random_state
 def check_finite_difference_grad_black_box(finite_difference_grad) -> None:
     """On a function autograd cannot see into, Σ c·sin(tᵢ), the result is c·cos(x)."""
     hint = HINTS["finite_difference_grad"]
@@ -85,7 +95,8 @@ def check_finite_difference_grad_black_box(finite_difference_grad) -> None:
     x = torch.randn(int(torch.randint(2, 6, (), generator=generator)), generator=generator,
                     dtype=torch.float64)
     name = f"finite_difference_grad({coefficient:.3f}·Σ sin(t) through Python floats, x {tuple(x.shape)})"
-    got = without_autograd(finite_difference_grad, black_box(coefficient), x, name=name, hint=hint)
+    got = _run("check_finite_difference_grad_black_box", finite_difference_grad, _black_box(coefficient), x,
+               name=name, hint=hint)
     checks.check_close(got, coefficient * torch.cos(x), name=name, hint=hint, rtol=1e-5, atol=1e-6)
 
 
@@ -100,18 +111,20 @@ def gradient_after_snippet(a: float, b: float, x0: float) -> float:
     return x.grad.item()
 
 
+@checks.keeps_random_state
 def check_predicted_grad(predicted_grad) -> None:
     """The formula gives what the snippet leaves in ``x.grad``, for random a, b and x0."""
+    hint = HINTS["predicted_grad"]
     generator = checks.fresh_generator()
     for _ in range(3):
         a, b, x0 = (torch.rand(3, generator=generator, dtype=torch.float64) * 8 - 4).tolist()
         name = f"predicted_grad({a:.3f}, {b:.3f}, {x0:.3f})"
-        got = without_autograd(predicted_grad, a, b, x0, name=name, hint=HINTS["predicted_grad"])
-        checks.check_close(got, gradient_after_snippet(a, b, x0), name=name, hint=HINTS["predicted_grad"])
+        got = _run("check_predicted_grad", predicted_grad, a, b, x0, name=name, hint=hint)
+        checks.check_close(got, gradient_after_snippet(a, b, x0), name=name, hint=hint)
 
 
 @contextlib.contextmanager
-def engine_spy():
+def _engine_spy():
     """Records every entry into autograd's engine, where ``backward()``, ``torch.autograd.backward``
     and ``torch.autograd.grad`` all end (``torch.autograd._engine_run_backward``): for each entry, the
     tensors the walk started from and whether it accumulated into ``.grad``. Yields the list."""
@@ -126,7 +139,7 @@ def engine_spy():
         yield entries
 
 
-def weighted_case(generator) -> dict:
+def _weighted_case(generator) -> dict:
     """Three outputs of one graph whose gradients are known by hand, and their weights.
 
     Leaves ``a`` (holding a gradient already) and ``b`` (``.grad`` None), a constant ``c`` and an
@@ -147,10 +160,11 @@ def weighted_case(generator) -> dict:
             "name": f"weighted_backward([(a·b·c).sum(), a², a·b + b], [{w1}, w2 ({size},), {w3}])"}
 
 
+@checks.keeps_random_state
 def check_weighted_backward(weighted_backward) -> None:
     """The leaves' ``.grad`` gain the weighted sum of the gradients, added to what they held."""
     hint = HINTS["weighted_backward"]
-    case = weighted_case(checks.fresh_generator())
+    case = _weighted_case(checks.fresh_generator())
     a, b, c = case["leaves"]
     checks.check_runs(weighted_backward, case["outputs"], case["weights"], name=case["name"], hint=hint)
     expected_a, expected_b = case["expected"]
@@ -162,39 +176,44 @@ def check_weighted_backward(weighted_backward) -> None:
                       expected="None", got=checks.describe(c.grad), hint=hint)
 
 
-ONE_ENTRY = {"es": "una sola entrada al motor", "en": "a single entry into the engine"}
-FROM_OUTPUTS = {"es": "la pasada hacia atrás parte de las salidas mismas, todas ellas",
-                "en": "the backward pass starts from the outputs themselves, all of them"}
-ACCUMULATES = {"es": "una entrada que acumula en .grad", "en": "an entry that accumulates into .grad"}
-RETURNS = {"es": "una entrada que devuelve los gradientes sin tocar .grad",
-           "en": "an entry that returns the gradients and leaves .grad alone"}
+_ONE_ENTRY = checks.both("una sola entrada al motor", "a single entry into the engine")
+_FROM_OUTPUTS = checks.both("la pasada hacia atrás parte de las salidas mismas, todas ellas",
+                            "the backward pass starts from the outputs themselves, all of them")
+_ACCUMULATES = checks.both("una entrada que acumula en .grad", "an entry that accumulates into .grad")
+_RETURNS = checks.both("una entrada que devuelve los gradientes sin tocar .grad",
+                       "an entry that returns the gradients and leaves .grad alone")
 
 
-def check_entered_once(entries, outputs, name: str, hint) -> None:
+def _check_entered_once(entries, outputs, name: str, hint) -> None:
     """What the spy saw: one entry, started from exactly ``outputs``, accumulating into ``.grad``."""
     __tracebackhide__ = True
-    checks.check_true(len(entries) == 1, name=f"{name}: entries into the engine", expected=ONE_ENTRY,
-                      got={"es": f"{len(entries)} entradas", "en": f"{len(entries)} entries"}, hint=hint)
+    checks.check_true(len(entries) == 1, name=f"{name}: entries into the engine", expected=_ONE_ENTRY,
+                      got=checks.both(f"{len(entries)} entradas", f"{len(entries)} entries"), hint=hint)
     roots = entries[0]["roots"]
     wanted = {id(output) for output in outputs}
     found = sum(id(root) in wanted for root in roots)
     checks.check_true(len(roots) == len(outputs) and found == len(outputs) == len(set(map(id, roots))),
-                      name=f"{name}: where the engine started", expected=FROM_OUTPUTS,
-                      got={"es": f"{len(roots)} tensores, {found} de ellos salidas",
-                           "en": f"{len(roots)} tensors, {found} of them outputs"}, hint=hint)
+                      name=f"{name}: where the engine started", expected=_FROM_OUTPUTS,
+                      got=checks.both(f"{len(roots)} tensores, {found} de ellos salidas",
+                                      f"{len(roots)} tensors, {found} of them outputs"), hint=hint)
     checks.check_true(entries[0]["accumulate"] is True, name=f"{name}: the engine's mode",
-                      expected=ACCUMULATES, got=RETURNS, hint=hint)
+                      expected=_ACCUMULATES, got=_RETURNS, hint=hint)
 
 
-def check_weighted_backward_one_entry(weighted_backward) -> None:
-    """A spy on the engine's entry: entered once, from the outputs themselves, accumulating."""
+@checks.keeps_random_state
+def check_weighted_backward_one_entry(weighted_backward, outputs=None, weights=None, name: str = "") -> None:
+    """A spy on the engine's entry: entered once, from the outputs themselves, accumulating. The
+    ``outputs`` and ``weights`` given, or else a random case of three outputs of one graph."""
     hint = HINTS["weighted_backward"]
-    case = weighted_case(checks.fresh_generator())
-    with engine_spy() as entries:
-        checks.check_runs(weighted_backward, case["outputs"], case["weights"], name=case["name"], hint=hint)
-    check_entered_once(entries, case["outputs"], case["name"], hint)
+    if outputs is None:
+        case = _weighted_case(checks.fresh_generator())
+        outputs, weights, name = case["outputs"], case["weights"], case["name"]
+    with _engine_spy() as entries:
+        checks.check_runs(weighted_backward, outputs, weights, name=name, hint=hint)
+    _check_entered_once(entries, outputs, name, hint)
 
 
+@checks.keeps_random_state
 def check_second_derivative(second_derivative) -> None:
     """(t³)'' = 6t and sin'' = −sin at random points; the caller's x is left as it was."""
     hint = HINTS["second_derivative"]
@@ -205,19 +224,20 @@ def check_second_derivative(second_derivative) -> None:
     for label, function, expected in [("t**3", lambda t: t ** 3, 6 * before),
                                       ("torch.sin", torch.sin, -torch.sin(before))]:
         name = f"second_derivative({label}, x {tuple(x.shape)})"
-        got = without_hessian(second_derivative, function, x, name=name)
+        got = _run("check_second_derivative", second_derivative, function, x, name=name, hint=hint)
         checks.check_close(got, expected, name=name, hint=hint)
-        _unchanged(before, x, f"x after {name}", hint)
+        _kept(before, x, f"x after {name}", hint)
 
 
-LEAF = {"es": "el mismo tensor, una hoja con requires_grad=True",
-        "en": "the same tensor, a leaf with requires_grad=True"}
-NOT_LEAF = {"es": "otro tensor, o uno que ya no es hoja o no pide gradiente",
-            "en": "another tensor, or one that is no longer a leaf or no longer requires grad"}
-CLEARED = {"es": "el gradiente borrado (None o ceros)", "en": "the gradient cleared (None or zeros)"}
-KEPT = {"es": "el gradiente antiguo todavía ahí", "en": "the old gradient still there"}
+LEAF = checks.both("el mismo tensor, una hoja con requires_grad=True",
+                   "the same tensor, a leaf with requires_grad=True")
+NOT_LEAF = checks.both("otro tensor, o uno que ya no es hoja o no pide gradiente",
+                       "another tensor, or one that is no longer a leaf or no longer requires grad")
+CLEARED = checks.both("el gradiente borrado (None o ceros)", "the gradient cleared (None or zeros)")
+KEPT = checks.both("el gradiente antiguo todavía ahí", "the old gradient still there")
 
 
+@checks.keeps_random_state
 def check_sgd_step(sgd_step) -> None:
     """Each parameter with a gradient moves by −lr·grad in place, then its gradient is cleared.
 
@@ -253,6 +273,7 @@ def _layers(widths: list[int], activation_last: bool) -> list[nn.Module]:
     return layers if activation_last else layers[:-1]
 
 
+@checks.keeps_random_state
 def check_freeze_all_but_last(freeze_all_but_last) -> None:
     """Only the last Linear requires gradients, even when everything was frozen before or an
     activation ends the model; after a backward pass the frozen layers have no ``.grad``."""
@@ -271,10 +292,11 @@ def check_freeze_all_but_last(freeze_all_but_last) -> None:
                            name=f"requires_grad of every parameter after {name}", hint=hint)
         model(torch.randn(3, widths[0], generator=generator)).sum().backward()
         checks.check_true(model[0].weight.grad is None, name=f"model[0].weight.grad after {name}",
-                          expected={"es": "None: la capa está congelada", "en": "None: the layer is frozen"},
-                          got={"es": "un gradiente calculado", "en": "a gradient computed"}, hint=hint)
+                          expected=checks.both("None: la capa está congelada", "None: the layer is frozen"),
+                          got=checks.both("un gradiente calculado", "a gradient computed"), hint=hint)
 
 
+@checks.keeps_random_state
 def check_trainable_count(freeze_all_but_last) -> None:
     """The count returned is the last Linear's weights and biases: fan_in·fan_out + fan_out, an int."""
     hint = HINTS["freeze_all_but_last"]
@@ -288,6 +310,7 @@ def check_trainable_count(freeze_all_but_last) -> None:
 
 def run_compound(compound, x, rate, limit: float, name: str):
     """``compound(x, rate, limit)``, checked to be a ``(value, steps)`` pair."""
+    __tracebackhide__ = True
     hint = HINTS["compound"]
     result = checks.check_runs(compound, x, rate, limit, name=name, hint=hint)
     checks.check_type(result, tuple, name=name, hint=hint)
@@ -304,16 +327,17 @@ def _obeys_the_loop(x, rate, limit, value, steps, name: str) -> None:
     checks.check_close(value.detach(), x * (1 + rate) ** steps, name=f"{name}[0], {steps} steps",
                        hint=hint)
     checks.check_true(bool(value >= limit), name=f"{name}[0] ≥ limit",
-                      expected={"es": f"un valor ≥ {limit:.3f}", "en": f"a value ≥ {limit:.3f}"},
+                      expected=checks.both(f"un valor ≥ {limit:.3f}", f"a value ≥ {limit:.3f}"),
                       got=checks.describe(value), hint=hint)
     previous = x * (1 + rate) ** (steps - 1)
     checks.check_true(steps == 0 or bool(previous < limit), name=f"{name}[1]",
-                      expected={"es": "parar la primera vez que se alcanza el límite",
-                                "en": "to stop the first time the limit is reached"},
-                      got={"es": f"{steps} vueltas; ya se alcanzaba con {steps - 1}",
-                           "en": f"{steps} iterations; {steps - 1} already reached it"}, hint=hint)
+                      expected=checks.both("parar la primera vez que se alcanza el límite",
+                                           "to stop the first time the limit is reached"),
+                      got=checks.both(f"{steps} vueltas; ya se alcanzaba con {steps - 1}",
+                                      f"{steps} iterations; {steps - 1} already reached it"), hint=hint)
 
 
+@checks.keeps_random_state
 def check_compound_value(compound) -> None:
     """100 at 10% up to 150 takes 5 steps (161.051); random cases follow the loop's rules; 0 steps
     when x already reaches the limit."""
@@ -333,10 +357,11 @@ def check_compound_value(compound) -> None:
         _obeys_the_loop(x, rate, limit, value, steps, name)
 
 
-IN_GRAPH = {"es": "un tensor con requires_grad=True", "en": "a tensor with requires_grad=True"}
-OUT_GRAPH = {"es": "algo desconectado del grafo", "en": "something disconnected from the graph"}
+_IN_GRAPH = checks.both("un tensor con requires_grad=True", "a tensor with requires_grad=True")
+_OUT_GRAPH = checks.both("algo desconectado del grafo", "something disconnected from the graph")
 
 
+@checks.keeps_random_state
 def check_compound_grad(compound, x0: float, rate0: float, limit: float) -> None:
     """After ``value.backward()``: ∂value/∂x = (1 + rate)^k and ∂value/∂rate = k·x·(1 + rate)^(k−1)."""
     hint = HINTS["compound"]
@@ -345,7 +370,7 @@ def check_compound_grad(compound, x0: float, rate0: float, limit: float) -> None
     name = f"compound({x0:.3f}, {rate0:.3f}, {limit:.3f})"
     value, steps = run_compound(compound, x, rate, limit, name)
     _obeys_the_loop(x, rate, limit, value, steps, name)
-    checks.check_true(value.requires_grad, name=f"{name}[0]", expected=IN_GRAPH, got=OUT_GRAPH, hint=hint)
+    checks.check_true(value.requires_grad, name=f"{name}[0]", expected=_IN_GRAPH, got=_OUT_GRAPH, hint=hint)
     checks.check_runs(value.backward, name=f"{name}[0].backward()", hint=hint)
     growth = 1 + rate0
     checks.check_close(x.grad, torch.tensor(growth ** steps, dtype=torch.float64), name=f"{name}: x.grad",
@@ -354,6 +379,7 @@ def check_compound_grad(compound, x0: float, rate0: float, limit: float) -> None
                        name=f"{name}: rate.grad", hint=hint)
 
 
+@checks.keeps_random_state
 def check_compound_grads(compound) -> None:
     """The gradients of the known case and of random ones."""
     check_compound_grad(compound, 100.0, 0.1, 150.0)
@@ -363,7 +389,7 @@ def check_compound_grads(compound) -> None:
     check_compound_grad(compound, x0, rate0, x0 * (torch.rand((), generator=generator) * 40 + 2).item())
 
 
-CUSTOM = {"es": "un grad_fn de ClippedIdentity", "en": "a ClippedIdentity grad_fn"}
+_CUSTOM = checks.both("un grad_fn de ClippedIdentity", "a ClippedIdentity grad_fn")
 
 
 def _clipping_points(generator, shape, low: float, high: float) -> torch.Tensor:
@@ -383,6 +409,7 @@ def _regions(x, low, high) -> dict:
     return {"below": x < low, "inside": (x >= low) & (x <= high), "above": x > high}
 
 
+@checks.keeps_random_state
 def check_clipped_identity_forward(function) -> None:
     """Below the interval gives low, above gives high, inside leaves x; the graph has its node."""
     hint = HINTS["clipped_identity"]
@@ -397,15 +424,16 @@ def check_clipped_identity_forward(function) -> None:
     for region, mask in _regions(x.detach(), low, high).items():
         checks.check_close(got.detach()[mask], expected[region][mask], name=f"{name}, x {region}",
                            hint=hint)
-    checks.check_true("ClippedIdentity" in type(got.grad_fn).__name__, name=name, expected=CUSTOM,
+    checks.check_true("ClippedIdentity" in type(got.grad_fn).__name__, name=name, expected=_CUSTOM,
                       got=repr(got.grad_fn), hint=hint)
 
 
-PASSES = {"es": "gradcheck devuelve True", "en": "gradcheck returns True"}
-FAILS = {"es": "gradcheck encontró un gradiente distinto del numérico",
-         "en": "gradcheck found a gradient that differs from the numerical one"}
+_PASSES = checks.both("gradcheck devuelve True", "gradcheck returns True")
+_FAILS = checks.both("gradcheck encontró un gradiente distinto del numérico",
+                     "gradcheck found a gradient that differs from the numerical one")
 
 
+@checks.keeps_random_state
 def check_clipped_backward(function, x, low: float, high: float, upstream, label: str) -> None:
     """``x.grad`` is ``upstream`` inside the interval and 0 outside; ``gradcheck`` agrees."""
     hint = HINTS["clipped_identity"]
@@ -419,9 +447,10 @@ def check_clipped_backward(function, x, low: float, high: float, upstream, label
     passed = checks.check_runs(torch.autograd.gradcheck, lambda t: function.apply(t, low, high),
                                (x.detach().requires_grad_(True),), raise_exception=False,
                                name=f"gradcheck({label})", hint=hint)
-    checks.check_true(passed, name=f"gradcheck({label})", expected=PASSES, got=FAILS, hint=hint)
+    checks.check_true(passed, name=f"gradcheck({label})", expected=_PASSES, got=_FAILS, hint=hint)
 
 
+@checks.keeps_random_state
 def check_clipped_identity_backward(function) -> None:
     """The true gradient of clipping, at random points on both sides of a random interval."""
     generator = checks.fresh_generator()

@@ -14,25 +14,37 @@ from pathlib import Path
 from unittest import mock
 
 import torch
+import torchvision
 from torch import nn
 
 from graders import checks
 from graders.lesson_checks import lesson_texts
+
+__all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_count_parameters",
+           "check_count_trainable", "check_init_biases", "check_init_weights", "check_load_is_strict",
+           "check_load_weights", "check_mlp_forward", "check_mlp_structure", "check_mode_restored",
+           "check_no_graph", "check_residual_forward", "check_residual_structure", "check_save_weights",
+           "check_train_and_eval_outputs"]
 
 TEXTS = lesson_texts(__name__)
 HINTS = TEXTS.hints
 
 MORE_HINTS = TEXTS.more_hints
 
-NO_READY_MADE_MLP = {
-    "es": "torchvision.ops.MLP no está disponible en este ejercicio: construye tú las capas",
-    "en": "torchvision.ops.MLP is not available in this exercise: build the layers yourself",
-}
-SAME_MODEL = {"es": "el mismo objeto model que recibió", "en": "the same model object it was given"}
+
+@checks.keeps_random_state
+def check_concepts(answers) -> None:
+    """The concept check's visible part: a dict of the statements' keys, each True or False."""
+    __tracebackhide__ = True
+    checks.check_concepts(answers, TEXTS)
 
 
-def _both(es: str, en: str) -> dict:
-    return {"es": es, "en": en}
+# Library classes that would answer an exercise in one call, switched off while its answer runs, by
+# the check that runs it: torchvision's ready-made MLP, where the exercise is to build one.
+_READY_MADE_MLP = [(torchvision.ops.MLP, "__init__")]
+SHORTCUTS = {"check_mlp_structure": _READY_MADE_MLP, "check_mlp_forward": _READY_MADE_MLP}
+
+_SAME_MODEL = checks.both("el mismo objeto model que recibió", "the same model object it was given")
 
 
 def _linears(model) -> list:
@@ -41,7 +53,7 @@ def _linears(model) -> list:
 
 
 def _check_same_object(result, original, *, name, hint) -> None:
-    checks.check_true(result is original, name=name, expected=SAME_MODEL, got=checks.describe(result),
+    checks.check_true(result is original, name=name, expected=_SAME_MODEL, got=checks.describe(result),
                       hint=hint)
 
 
@@ -59,38 +71,33 @@ def _set_layer(layer, weight, bias) -> None:
 
 # Exercise 1 · MLP ------------------------------------------------------------------------------------
 
-def without_ready_made_mlp():
-    """While the block runs, building torchvision's ready-made MLP raises: the exercise is to build one."""
-    import torchvision  # here, not at the top: it takes a second and only this check needs it
-
-    return checks.switched_off([(torchvision.ops.MLP, "__init__")], NO_READY_MADE_MLP)
-
-
-def build_mlp(mlp_class, sizes):
-    """``mlp_class(sizes)``, with library MLPs refused and any exception reported as a failed check."""
-    with without_ready_made_mlp():
-        return checks.check_runs(mlp_class, sizes, name=f"MLP({sizes})", hint=HINTS["mlp"])
+def _build_mlp(mlp_class, sizes, check: str):
+    """``mlp_class(sizes)``, with the shortcuts of ``check`` off and any exception reported as a failure."""
+    __tracebackhide__ = True
+    return checks.run_answer(mlp_class, sizes, name=f"MLP({sizes})", hint=HINTS["mlp"],
+                             shortcuts=SHORTCUTS[check])
 
 
 def _check_linear_shapes(model, sizes) -> None:
     expected = [(sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)]
     checks.check_equal([tuple(layer.weight.shape) for _, layer in _linears(model)], expected,
-                       name=_both(f"formas de los pesos de las nn.Linear de MLP({sizes}), en orden",
-                                  f"weight shapes of the nn.Linear layers of MLP({sizes}), in order"),
+                       name=checks.both(f"formas de los pesos de las nn.Linear de MLP({sizes}), en orden",
+                                        f"weight shapes of the nn.Linear layers of MLP({sizes}), in order"),
                        hint=HINTS["mlp"])
 
 
+@checks.keeps_random_state
 def check_mlp_structure(mlp_class, sizes, batch: int) -> None:
     """One registered nn.Linear per pair of neighbouring sizes, in order; the output has sizes[-1] columns."""
     __tracebackhide__ = True
     hint = HINTS["mlp"]
-    model = build_mlp(mlp_class, sizes)
+    model = _build_mlp(mlp_class, sizes, "check_mlp_structure")
     checks.check_type(model, nn.Module, name=f"MLP({sizes})", hint=hint)
     _check_linear_shapes(model, sizes)
     expected = sum(sizes[i] * sizes[i + 1] + sizes[i + 1] for i in range(len(sizes) - 1))
     checks.check_equal(sum(p.numel() for p in model.parameters()), expected, hint=hint,
-                       name=_both(f"número de parámetros registrados de MLP({sizes})",
-                                  f"number of registered parameters of MLP({sizes})"))
+                       name=checks.both(f"número de parámetros registrados de MLP({sizes})",
+                                        f"number of registered parameters of MLP({sizes})"))
     call = f"MLP({sizes})(torch.randn({batch}, {sizes[0]}))"
     output = checks.check_runs(model, torch.randn(batch, sizes[0]), name=call, hint=hint)
     checks.check_shape(output, (batch, sizes[-1]), name=call, hint=hint)
@@ -99,7 +106,7 @@ def check_mlp_structure(mlp_class, sizes, batch: int) -> None:
 # Small MLPs with weights set by hand: (sizes, [(weight, bias) per linear layer], x, expected output).
 # [2, 3, 2]: the second row has a negative hidden value (ReLU between) and a negative output (none after).
 # [1, 2, 2, 1]: the second activation matters too.
-MLP_BY_HAND = [
+_MLP_BY_HAND = [
     ([2, 3, 2],
      [([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], [0.0, 0.0, 0.0]),
       ([[1.0, 1.0, 1.0], [1.0, -1.0, 2.0]], [0.0, 1.0])],
@@ -114,27 +121,28 @@ MLP_BY_HAND = [
 ]
 
 
+@checks.keeps_random_state
 def check_mlp_forward(mlp_class) -> None:
     """Small cases computed by hand, and a zeroed last layer whose bias must come out untouched."""
     __tracebackhide__ = True
     hint = HINTS["mlp"]
-    for sizes, values, x, expected in MLP_BY_HAND:
-        model = build_mlp(mlp_class, sizes)
+    for sizes, values, x, expected in _MLP_BY_HAND:
+        model = _build_mlp(mlp_class, sizes, "check_mlp_forward")
         _check_linear_shapes(model, sizes)
         for (_, layer), (weight, bias) in zip(_linears(model), values, strict=True):
             _set_layer(layer, weight, bias)
         _check_output(model, torch.tensor(x), torch.tensor(expected), hint=hint,
-                      name=_both(f"MLP({sizes})(x) con pesos puestos a mano, x = {x}",
-                                 f"MLP({sizes})(x) with weights set by hand, x = {x}"))
+                      name=checks.both(f"MLP({sizes})(x) con pesos puestos a mano, x = {x}",
+                                       f"MLP({sizes})(x) with weights set by hand, x = {x}"))
     sizes, bias = [5, 7, 4, 3], [-1.5, 0.5, -0.25]
-    model = build_mlp(mlp_class, sizes)
+    model = _build_mlp(mlp_class, sizes, "check_mlp_forward")
     _check_linear_shapes(model, sizes)
     _set_layer(_linears(model)[-1][1], torch.zeros(3, 4), bias)
     _check_output(model, torch.randn(6, sizes[0]), torch.tensor(bias).expand(6, 3), hint=hint,
-                  name=_both(f"MLP({sizes})(x) con la última capa a cero y sesgo {bias} "
-                             "(nada se aplica después de ella)",
-                             f"MLP({sizes})(x) with the last layer zeroed and bias {bias} "
-                             "(nothing is applied after it)"))
+                  name=checks.both(f"MLP({sizes})(x) con la última capa a cero y sesgo {bias} "
+                                   "(nada se aplica después de ella)",
+                                   f"MLP({sizes})(x) with the last layer zeroed and bias {bias} "
+                                   "(nothing is applied after it)"))
 
 
 # Exercise 2 · ResidualBlock --------------------------------------------------------------------------
@@ -148,6 +156,7 @@ def _build_block(block_class, dim: int, hidden: int):
     return block
 
 
+@checks.keeps_random_state
 def check_residual_structure(block_class, dim: int, hidden: int) -> None:
     """fc1 goes from dim to hidden, fc2 back to dim, and both are registered."""
     __tracebackhide__ = True
@@ -157,13 +166,13 @@ def check_residual_structure(block_class, dim: int, hidden: int) -> None:
         checks.check_equal(tuple(getattr(block, part).weight.shape), shape, hint=hint,
                            name=f"{label}.{part}.weight.shape")
     checks.check_equal(sum(p.numel() for p in block.parameters()), 2 * dim * hidden + hidden + dim, hint=hint,
-                       name=_both(f"número de parámetros registrados de {label}",
-                                  f"number of registered parameters of {label}"))
+                       name=checks.both(f"número de parámetros registrados de {label}",
+                                        f"number of registered parameters of {label}"))
 
 
 # ResidualBlock(2, 3) with weights set by hand: fc1 (weight, bias), fc2 (weight, bias), x, expected.
 # In the first row the third hidden value is negative, so the activation matters.
-RESIDUAL_BY_HAND = (
+_RESIDUAL_BY_HAND = (
     ([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [0.0, 0.0, -1.0]),
     ([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0]], [0.5, 0.0]),
     [[1.0, -2.0], [3.0, 1.0]],
@@ -171,33 +180,36 @@ RESIDUAL_BY_HAND = (
 )
 
 
+@checks.keeps_random_state
 def check_residual_forward(block_class) -> None:
     """A case computed by hand; fc2 at zero gives back x; a dead hidden layer leaves x + fc2's bias."""
     __tracebackhide__ = True
     hint = HINTS["residual_block"]
-    fc1, fc2, x, expected = RESIDUAL_BY_HAND
+    fc1, fc2, x, expected = _RESIDUAL_BY_HAND
     block = _build_block(block_class, 2, 3)
     _set_layer(block.fc1, *fc1)
     _set_layer(block.fc2, *fc2)
     _check_output(block, torch.tensor(x), torch.tensor(expected), hint=hint,
-                  name=_both(f"ResidualBlock(2, 3)(x) con pesos puestos a mano, x = {x}",
-                             f"ResidualBlock(2, 3)(x) with weights set by hand, x = {x}"))
+                  name=checks.both(f"ResidualBlock(2, 3)(x) con pesos puestos a mano, x = {x}",
+                                   f"ResidualBlock(2, 3)(x) with weights set by hand, x = {x}"))
 
     block = _build_block(block_class, 5, 8)
     x = torch.randn(4, 3, 5)
     _set_layer(block.fc2, torch.zeros(5, 8), torch.zeros(5))
     _check_output(block, x, x, hint=hint,
-                  name=_both("ResidualBlock(5, 8) con fc2 a cero, x de forma (4, 3, 5): debe devolver x",
-                             "ResidualBlock(5, 8) with fc2 set to zero, x of shape (4, 3, 5): must return x"))
+                  name=checks.both("ResidualBlock(5, 8) con fc2 a cero, x de forma (4, 3, 5): "
+                                   "debe devolver x",
+                                   "ResidualBlock(5, 8) with fc2 set to zero, x of shape (4, 3, 5): "
+                                   "must return x"))
 
     bias = torch.randn(5)
     _set_layer(block.fc1, torch.zeros(8, 5), torch.full((8,), -1.0))
     _set_layer(block.fc2, torch.randn(5, 8), bias)
     _check_output(block, x, x + bias, hint=hint,
-                  name=_both("ResidualBlock(5, 8) con fc1 siempre negativa (la activación la anula): "
-                             "debe dar x + fc2.bias",
-                             "ResidualBlock(5, 8) with fc1 always negative (the activation kills it): "
-                             "must give x + fc2.bias"))
+                  name=checks.both("ResidualBlock(5, 8) con fc1 siempre negativa (la activación la anula): "
+                                   "debe dar x + fc2.bias",
+                                   "ResidualBlock(5, 8) with fc1 always negative (the activation kills it): "
+                                   "must give x + fc2.bias"))
 
 
 # Exercise 3 · count_parameters -----------------------------------------------------------------------
@@ -206,11 +218,12 @@ def _sizes(generator, n: int, low: int = 1, high: int = 40) -> list:
     return [int(size) for size in torch.randint(low, high, (n,), generator=generator)]
 
 
+@checks.keeps_random_state
 def check_count_parameters(count_parameters, seed: int) -> None:
     """Counts worked out from random sizes: buffers left out, a shared layer once, no parameters at all."""
     __tracebackhide__ = True
     hint = HINTS["count_parameters"]
-    a, b, c = _sizes(torch.Generator().manual_seed(seed), 3)
+    a, b, c = _sizes(checks.seeded_generator(seed), 3)
     shared = nn.Linear(a, a)
     cases = [
         (nn.Sequential(nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU(), nn.Linear(b, c, bias=False)),
@@ -226,11 +239,12 @@ def check_count_parameters(count_parameters, seed: int) -> None:
         checks.check_equal(got, expected, name=name, hint=hint)
 
 
+@checks.keeps_random_state
 def check_count_trainable(count_parameters, seed: int) -> None:
     """Random layers with random weights or biases frozen: only what still requires grad counts."""
     __tracebackhide__ = True
     hint = HINTS["count_parameters.trainable"]
-    generator = torch.Generator().manual_seed(seed)
+    generator = checks.seeded_generator(seed)
     sizes = _sizes(generator, 4, high=30)
     layers = [nn.Linear(sizes[i], sizes[i + 1]) for i in range(3)]
     frozen_weights, frozen_biases = (torch.randint(0, 2, (2, 3), generator=generator) == 1).tolist()
@@ -248,7 +262,7 @@ def check_count_trainable(count_parameters, seed: int) -> None:
     for trainable_only, expected in ((True, trainable), (False, total)):
         call = f"count_parameters(model, trainable_only={trainable_only})"
         got = checks.check_runs(count_parameters, model, trainable_only=trainable_only, name=call, hint=hint)
-        checks.check_equal(got, expected, hint=hint, name=_both(
+        checks.check_equal(got, expected, hint=hint, name=checks.both(
             f"{call} [lineales {sizes}, pesos congelados {frozen_weights}, "
             f"sesgos congelados {frozen_biases}]",
             f"{call} [linear {sizes}, frozen weights {frozen_weights}, frozen biases {frozen_biases}]"))
@@ -256,12 +270,13 @@ def check_count_trainable(count_parameters, seed: int) -> None:
 
 # Exercise 4 · save_weights / load_weights ------------------------------------------------------------
 
-def model_with_buffers(sizes, seed: int):
-    """Linear, BatchNorm1d, ReLU, Linear of these sizes; a pass in train mode moves BatchNorm's buffers."""
+def _model_with_buffers(sizes, seed: int):
+    """Linear, BatchNorm1d, ReLU, Linear of these sizes, drawn from ``seed``; a pass in train mode moves
+    BatchNorm's buffers."""
     a, b, c = sizes
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU(), nn.Linear(b, c))
-    model(torch.randn(16, a))
+    with checks.seeded(seed):
+        model = nn.Sequential(nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU(), nn.Linear(b, c))
+        model(torch.randn(16, a))
     return model
 
 
@@ -275,40 +290,43 @@ def _read_state(path, call: str):
     try:
         return torch.load(path)
     except pickle.UnpicklingError:
-        got = _both("torch.load(path) lanza UnpicklingError (¿se guardó el modelo entero?)",
-                    "torch.load(path) raises UnpicklingError (was the whole model saved?)")
-    checks.check_true(False, name=_both(f"torch.load(path) tras {call}", f"torch.load(path) after {call}"),
-                      expected=_both("un state_dict legible con weights_only=True",
-                                     "a state_dict readable with weights_only=True"),
+        got = checks.both("torch.load(path) lanza UnpicklingError (¿se guardó el modelo entero?)",
+                          "torch.load(path) raises UnpicklingError (was the whole model saved?)")
+    checks.check_true(False, name=checks.both(f"torch.load(path) tras {call}",
+                                              f"torch.load(path) after {call}"),
+                      expected=checks.both("un state_dict legible con weights_only=True",
+                                           "a state_dict readable with weights_only=True"),
                       got=got, hint=HINTS["save_load_weights"])
 
 
 def _check_same_state(got: dict, expected: dict, label: str, hint) -> None:
     """Same keys, and every tensor equal to the last bit (buffers included)."""
-    checks.check_equal(sorted(got), sorted(expected), name=_both(f"claves de {label}", f"keys of {label}"),
-                       hint=hint)
+    checks.check_equal(sorted(got), sorted(expected), hint=hint,
+                       name=checks.both(f"claves de {label}", f"keys of {label}"))
     for key, tensor in expected.items():
         checks.check_close(got[key], tensor, rtol=0.0, atol=0.0, name=f"{label}[{key!r}]", hint=hint)
 
 
+@checks.keeps_random_state
 def check_save_weights(save_weights, sizes, seed: int) -> None:
     """The file holds the state_dict, readable with weights_only=True, every tensor exact."""
     __tracebackhide__ = True
     hint = HINTS["save_load_weights"]
-    model = model_with_buffers(sizes, seed)
+    model = _model_with_buffers(sizes, seed)
     call = f"save_weights({_label(sizes)}, path)"
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "weights.pt"
         checks.check_runs(save_weights, model, path, name=call, hint=hint)
-        checks.check_true(path.is_file(), name=call, expected=_both("un archivo en path", "a file at path"),
-                          got=_both("ningún archivo", "no file"), hint=hint)
+        checks.check_true(path.is_file(), name=call, hint=hint,
+                          expected=checks.both("un archivo en path", "a file at path"),
+                          got=checks.both("ningún archivo", "no file"))
         saved = _read_state(path, call)
     checks.check_type(saved, dict, name=f"torch.load(path) after {call}", hint=hint)
     _check_same_state(saved, model.state_dict(), "torch.load(path)", hint)
 
 
 @contextlib.contextmanager
-def recorded_loads():
+def _recorded_loads():
     """Every torch.load call made inside the block, as a list of (args, kwargs); loading still works."""
     calls = []
     real_load = torch.load
@@ -321,59 +339,61 @@ def recorded_loads():
         yield calls
 
 
-def map_locations(calls) -> list:
+def _map_locations(calls) -> list:
     """The map_location of each recorded torch.load call (its second positional argument, or by name)."""
     return [kwargs.get("map_location", args[1] if len(args) > 1 else None) for args, kwargs in calls]
 
 
+@checks.keeps_random_state
 def check_load_weights(load_weights, sizes, seed: int) -> None:
     """Loading a saved state_dict into another model of the same shape: same tensors, same outputs."""
     __tracebackhide__ = True
     hint = HINTS["save_load_weights.load"]
-    source = model_with_buffers(sizes, seed)
-    target = model_with_buffers(sizes, seed + 1)
+    source = _model_with_buffers(sizes, seed)
+    target = _model_with_buffers(sizes, seed + 1)
     call = f"load_weights({_label(sizes)}, path)"
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "weights.pt"
         torch.save(source.state_dict(), path)
-        with recorded_loads() as calls:
+        with _recorded_loads() as calls:
             result = checks.check_runs(load_weights, target, path, name=call, hint=hint)
     _check_same_object(result, target, name=call, hint=hint)
     _check_same_state(target.state_dict(), source.state_dict(), f"{call}.state_dict()", hint)
-    x = torch.randn(8, sizes[0])
+    x = torch.randn(8, sizes[0], generator=checks.seeded_generator(seed))
     checks.check_close(target.train(False)(x).detach(), source.train(False)(x).detach(), hint=hint,
-                       name=_both("salidas del modelo cargado y del original (modo evaluación)",
-                                  "outputs of the loaded model and of the original (evaluation mode)"))
-    locations = map_locations(calls)
+                       name=checks.both("salidas del modelo cargado y del original (modo evaluación)",
+                                        "outputs of the loaded model and of the original (evaluation mode)"))
+    locations = _map_locations(calls)
     checks.check_true(bool(locations) and None not in locations, name=call, hint=hint,
-                      expected=_both("el archivo leído con un map_location hacia la CPU",
-                                     "the file read with a map_location to the CPU"),
-                      got=_both(f"lecturas con torch.load y su map_location: {locations}",
-                                f"torch.load reads and their map_location: {locations}"))
+                      expected=checks.both("el archivo leído con un map_location hacia la CPU",
+                                           "the file read with a map_location to the CPU"),
+                      got=checks.both(f"lecturas con torch.load y su map_location: {locations}",
+                                      f"torch.load reads and their map_location: {locations}"))
 
 
+@checks.keeps_random_state
 def check_load_is_strict(load_weights) -> None:
     """A file that lacks some of the model's keys must not load half of them."""
     __tracebackhide__ = True
     sizes = (4, 8, 3)
-    bigger = nn.Sequential(*model_with_buffers(sizes, 0), nn.Linear(3, 3))
+    bigger = nn.Sequential(*_model_with_buffers(sizes, 0), nn.Linear(3, 3))
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "weights.pt"
-        torch.save(model_with_buffers(sizes, 1).state_dict(), path)
+        torch.save(_model_with_buffers(sizes, 1).state_dict(), path)
         checks.check_raises(load_weights, RuntimeError, bigger, path, hint=HINTS["save_load_weights.strict"],
-                            name=_both("load_weights en un modelo con claves que el archivo no tiene",
-                                       "load_weights into a model with keys the file lacks"))
+                            name=checks.both("load_weights en un modelo con claves que el archivo no tiene",
+                                             "load_weights into a model with keys the file lacks"))
 
 
 # Exercise 5 · init_weights ---------------------------------------------------------------------------
 
-def deep_model():
+def _deep_model():
     """Big linear layers (for the statistics), one of them nested, and a BatchNorm to leave alone."""
     return nn.Sequential(nn.Linear(1000, 400), nn.ReLU(),
                          nn.Sequential(nn.Linear(400, 1200), nn.BatchNorm1d(1200)))
 
 
-def small_model():
+def _small_model():
     """Linear layers with and without bias, nested, between normalisation layers."""
     return nn.Sequential(nn.Linear(30, 20), nn.BatchNorm1d(20), nn.ReLU(),
                          nn.Sequential(nn.Linear(20, 5, bias=False), nn.LayerNorm(5), nn.Linear(5, 2)))
@@ -381,8 +401,8 @@ def small_model():
 
 def _initialise(init_weights, model, seed: int, hint) -> None:
     """Run init_weights from a fixed seed; it must hand back the model it was given."""
-    torch.manual_seed(seed)
-    result = checks.check_runs(init_weights, model, name="init_weights(model)", hint=hint)
+    with checks.seeded(seed):
+        result = checks.check_runs(init_weights, model, name="init_weights(model)", hint=hint)
     _check_same_object(result, model, name="init_weights(model)", hint=hint)
 
 
@@ -397,14 +417,15 @@ def _check_kaiming(weight, label: str) -> None:
                        hint=hint)
     beyond = (weight.abs() > 2 * std).double().mean().item()
     checks.check_close(beyond, 0.0455, rtol=0.0, atol=0.01, hint=hint,
-                       name=_both(f"fracción de |{label}.weight| > 2·sqrt(2/fan_in) (normal: 4,55 %)",
-                                  f"fraction of |{label}.weight| > 2·sqrt(2/fan_in) (normal: 4.55 %)"))
+                       name=checks.both(f"fracción de |{label}.weight| > 2·sqrt(2/fan_in) (normal: 4,55 %)",
+                                        f"fraction of |{label}.weight| > 2·sqrt(2/fan_in) (normal: 4.55 %)"))
 
 
+@checks.keeps_random_state
 def check_init_weights(init_weights, model=None, seed: int = 306) -> None:
     """Every nn.Linear's weight, at any depth, has Kaiming's (fan_in, ReLU) statistics."""
     __tracebackhide__ = True
-    model = deep_model() if model is None else model
+    model = _deep_model() if model is None else model
     _initialise(init_weights, model, seed, HINTS["init_weights"])
     for name, layer in _linears(model):
         _check_kaiming(layer.weight, name)
@@ -423,11 +444,12 @@ def _other_parameters(model) -> dict:
             if not isinstance(layer, nn.Linear) for key, parameter in layer.named_parameters(recurse=False)}
 
 
+@checks.keeps_random_state
 def check_init_biases(init_weights, model=None, seed: int = 308) -> None:
     """Linear biases (where there is one) at zero, other layers untouched, the same model returned."""
     __tracebackhide__ = True
     hint = HINTS["init_weights.others"]
-    model = small_model() if model is None else model
+    model = _small_model() if model is None else model
     others = _other_parameters(model)
     _scramble(others.values())
     before = {name: parameter.detach().clone() for name, parameter in others.items()}
@@ -438,21 +460,21 @@ def check_init_biases(init_weights, model=None, seed: int = 308) -> None:
                                hint=hint)
     for name, parameter in others.items():
         checks.check_close(parameter.detach(), before[name], rtol=0.0, atol=0.0, hint=hint,
-                           name=_both(f"{name} (no es una nn.Linear: no se toca)",
-                                      f"{name} (not an nn.Linear: left alone)"))
+                           name=checks.both(f"{name} (no es una nn.Linear: no se toca)",
+                                            f"{name} (not an nn.Linear: left alone)"))
 
 
 # Exercise 6 · train_and_eval_outputs -----------------------------------------------------------------
 
-class ModeProbe(nn.Module):
-    """Lets its input through and records, for each call, (training flag, whether autograd records)."""
+class _GradProbe(nn.Module):
+    """Lets its input through and records, for each call, whether autograd records."""
 
     def __init__(self):
         super().__init__()
-        self.calls = []
+        self.recording = []
 
     def forward(self, x):
-        self.calls.append((self.training, torch.is_grad_enabled()))
+        self.recording.append(torch.is_grad_enabled())
         return x
 
 
@@ -465,59 +487,65 @@ def _outputs(function, model, x, label: str, hint):
     return result
 
 
+@checks.keeps_random_state
 def check_train_and_eval_outputs(function, model=None, x=None, seed: int = 307) -> None:
     """A model ending in Dropout(p): eval_out is what reaches the Dropout; train_out zeroes about a
     fraction p of it and scales the rest by 1 / (1 - p), with a new mask on every call."""
     __tracebackhide__ = True
     hint = HINTS["train_and_eval_outputs"]
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(20, 200), nn.Dropout(0.5)) if model is None else model
-    x = torch.randn(8, 20) if x is None else x
-    p = model[-1].p
-    label = f"Sequential(..., Dropout({p}))"
-    before_dropout = model[:-1](x).detach()
-    first_train, first_eval = _outputs(function, model, x, label, hint)
-    checks.check_close(first_eval, before_dropout, hint=hint,
-                       name=_both(f"eval_out [{label}]: en evaluación Dropout deja pasar la entrada",
-                                  f"eval_out [{label}]: in evaluation Dropout lets its input through"))
-    checks.check_shape(first_train, tuple(before_dropout.shape), name=f"train_out [{label}]", hint=hint)
-    kept = first_train != 0
-    checks.check_close(first_train[kept].detach(), before_dropout[kept] / (1 - p), hint=hint,
-                       name=_both(f"valores que Dropout({p}) conserva en train_out (entrada / (1 - p))",
-                                  f"values Dropout({p}) keeps in train_out (input / (1 - p))"))
-    checks.check_close(1 - kept.double().mean().item(), p, rtol=0.0, atol=0.1, hint=hint,
-                       name=_both(f"fracción de ceros en train_out [Dropout({p})]",
-                                  f"fraction of zeros in train_out [Dropout({p})]"))
-    second_train, second_eval = _outputs(function, model, x, label, hint)
+    with checks.seeded(seed):  # the model, x and both calls' Dropout masks
+        model = nn.Sequential(nn.Linear(20, 200), nn.Dropout(0.5)) if model is None else model
+        x = torch.randn(8, 20) if x is None else x
+        p = model[-1].p
+        label = f"Sequential(..., Dropout({p}))"
+        before_dropout = model[:-1](x).detach()
+        first_train, first_eval = _outputs(function, model, x, label, hint)
+        checks.check_close(first_eval, before_dropout, hint=hint, name=checks.both(
+            f"eval_out [{label}]: en evaluación Dropout deja pasar la entrada",
+            f"eval_out [{label}]: in evaluation Dropout lets its input through"))
+        checks.check_shape(first_train, tuple(before_dropout.shape), name=f"train_out [{label}]", hint=hint)
+        kept = first_train != 0
+        survivors = checks.both(f"valores que Dropout({p}) conserva en train_out (entrada / (1 - p))",
+                                f"values Dropout({p}) keeps in train_out (input / (1 - p))")
+        checks.check_close(first_train[kept].detach(), before_dropout[kept] / (1 - p), name=survivors,
+                           hint=hint)
+        checks.check_close(1 - kept.double().mean().item(), p, rtol=0.0, atol=0.1, hint=hint,
+                           name=checks.both(f"fracción de ceros en train_out [Dropout({p})]",
+                                            f"fraction of zeros in train_out [Dropout({p})]"))
+        second_train, second_eval = _outputs(function, model, x, label, hint)
     checks.check_true(not torch.equal(second_train, first_train), hint=hint,
-                      name=_both("train_out de dos llamadas", "train_out of two calls"),
-                      expected=_both("distintos (Dropout sortea otra máscara)",
-                                     "different (Dropout draws a new mask)"),
-                      got=_both("idénticos", "identical"))
+                      name=checks.both("train_out de dos llamadas", "train_out of two calls"),
+                      expected=checks.both("distintos (Dropout sortea otra máscara)",
+                                           "different (Dropout draws a new mask)"),
+                      got=checks.both("idénticos", "identical"))
     checks.check_close(second_eval, first_eval, hint=hint,
-                       name=_both("eval_out de dos llamadas", "eval_out of two calls"))
+                       name=checks.both("eval_out de dos llamadas", "eval_out of two calls"))
 
 
+@checks.keeps_random_state
 def check_no_graph(function, seed: int = 309) -> None:
     """While the model runs inside the function, autograd records nothing; neither output requires grad."""
     __tracebackhide__ = True
     hint = HINTS["train_and_eval_outputs.no_graph"]
-    torch.manual_seed(seed)
-    probe = ModeProbe()
-    model = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5), probe)
-    outputs = _outputs(function, model, torch.randn(4, 6), "Sequential(Linear(6, 6), Dropout(0.5), probe)",
-                       hint)
-    recording = [grad_enabled for _, grad_enabled in probe.calls]
+    probe = _GradProbe()
+    with checks.seeded(seed):
+        model = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5), probe)
+        outputs = _outputs(function, model, torch.randn(4, 6),
+                           "Sequential(Linear(6, 6), Dropout(0.5), probe)", hint)
+    recording = probe.recording
     checks.check_true(bool(recording) and not any(recording), hint=hint,
-                      name=_both("autograd mientras el modelo calcula", "autograd while the model computes"),
-                      expected=_both("desactivado en cada pasada hacia delante", "off in every forward pass"),
-                      got=_both(f"activado en {sum(recording)} de {len(recording)} pasadas",
-                                f"on in {sum(recording)} of {len(recording)} passes"))
+                      name=checks.both("autograd mientras el modelo calcula",
+                                       "autograd while the model computes"),
+                      expected=checks.both("desactivado en cada pasada hacia delante",
+                                           "off in every forward pass"),
+                      got=checks.both(f"activado en {sum(recording)} de {len(recording)} pasadas",
+                                      f"on in {sum(recording)} of {len(recording)} passes"))
     for name, output in zip(("train_out", "eval_out"), outputs, strict=True):
         checks.check_equal(getattr(output, "requires_grad", None), False, name=f"{name}.requires_grad",
                            hint=hint)
 
 
+@checks.keeps_random_state
 def check_mode_restored(function) -> None:
     """The model, and every submodule, ends in the mode it started in."""
     __tracebackhide__ = True

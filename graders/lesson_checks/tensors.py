@@ -14,9 +14,9 @@ import torch.nn.functional
 from graders import checks
 from graders.lesson_checks import lesson_texts
 
-__all__ = ["HINTS", "MORE_HINTS", "check_concepts", "check_flatten_per_image", "check_from_numpy_pair",
-           "check_linear_forward", "check_normalize_rows", "check_pairwise_distances", "check_prepare_batch",
-           "check_to_unit_float"]
+__all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_flatten_per_image",
+           "check_from_numpy_pair", "check_linear_forward", "check_normalize_rows",
+           "check_pairwise_distances", "check_prepare_batch", "check_to_unit_float"]
 
 TEXTS = lesson_texts(__name__)
 HINTS = TEXTS.hints
