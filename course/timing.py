@@ -13,7 +13,7 @@ CPU there is nothing to wait for and they time the calls as they are.
 Lesson 06 teaches them, and its first exercise asks students to write their own
 ``time_per_call(fn, device, ...)``: the version here takes its device as a keyword argument only,
 lesson 06 imports none of these before that exercise, and its checks switch them all off
-(``graders.lesson_checks.mixed_precision.timing_helpers_off``).
+(``graders.lesson_checks.mixed_precision.SHORTCUTS``).
 """
 
 import contextlib

@@ -1,5 +1,5 @@
 """graders.lesson_checks.debugging_lab: each visible check passes a right answer and fails a typical
-wrong one with expected / got / hint; the spies and recorders write down what they should.
+wrong one with expected / got / hint; its spies and recorders are seen at work through the checks.
 
 The answers below are written here, as a student would; none of them lives in the module.
 """
@@ -13,6 +13,9 @@ from check_messages import failure
 from torch import nn
 
 import course
+from course import training
+from course.training import predict as course_predict
+from graders import checks
 from graders.checks import CheckFailed
 from graders.lesson_checks import debugging_lab as lesson
 
@@ -110,77 +113,73 @@ def good_first_bad_step(train_step, model, batch, optimizer, max_steps):
     return None
 
 
-# ---------------------------------------------------------------------------------------- harnesses
-def test_the_trace_records_forward_backward_and_step_in_order():
-    model, optimizer, trace = lesson.spied_setup(lesson.mlp(2, 4, 3), lr=0.1)
-    x, y = lesson.classification_batch(6, 2, 3, lesson.seeded(0))
-    with lesson.watching_gradients(model, trace):
-        optimizer.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        with torch.no_grad():
-            model.eval()(x)
-    assert trace.events == ["forward", "backward", "step", "forward in eval+no graph"]
-    assert set(trace.delivered) == {name for name, _ in model.named_parameters()}
-    assert all(torch.equal(seen, trace.delivered[name])
-               for (name, _), seen in zip(model.named_parameters(), trace.seen[0], strict=False))
+# ------------------------------------------------------------------------------ how test_harness calls
+def _reference_forward(block, x):
+    return x + torch.relu(F.linear(x, block.fc.weight, block.fc.bias))
 
 
-def test_the_trace_tells_a_backward_onto_old_gradients():
-    model, optimizer, trace = lesson.spied_setup(lesson.mlp(2, 4, 3), lr=0.1)   # .grad left full
-    x, y = lesson.classification_batch(6, 2, 3, lesson.seeded(0))
-    with lesson.watching_gradients(model, trace):
-        F.cross_entropy(model(x), y).backward()
-    assert trace.events == ["forward", "stale backward"]
+def _like_reference(answer):
+    with checks.seeded(0):
+        model = lesson.mlp(2, 3, 2)
+    batch = lesson.classification_batch(4, 2, 2, checks.seeded_generator(0))
+    lesson.check_like_reference(answer, good_step, model, batch, 0.1, label="MLP 2-3-2, batch, optimizer",
+                                exercise="train_step_fixed", calls=1)
 
 
-def test_the_hooks_go_away_after_watching():
-    model, optimizer, trace = lesson.spied_setup(lesson.mlp(2, 4, 3), lr=0.1, old_gradients=False)
-    x, y = lesson.classification_batch(6, 2, 3, lesson.seeded(0))
-    with lesson.watching_gradients(model, trace):
-        pass
-    F.cross_entropy(model(x), y).backward()
-    assert trace.events == ["forward"]
+CHECK_CALLS = {
+    "check_train_step": lesson.check_train_step,
+    "check_like_reference": _like_reference,
+    "check_clipped_order": lesson.check_clipped_order,
+    "check_clipped_update": lesson.check_clipped_update,
+    "check_logits_on_model_device": lambda answer: lesson.check_logits_on_model_device(answer, "cpu"),
+    "check_predict": lesson.check_predict,
+    "check_save_and_reload": lesson.check_save_and_reload,
+    "check_classifier_learns": lesson.check_classifier_learns,
+    "check_predict_proba": lesson.check_predict_proba,
+    "check_regression_loss": lambda answer: lesson.check_regression_loss(
+        answer, torch.ones(2, 1), torch.zeros(2), torch.tensor(1.0), torch.ones(2)),
+    "check_regression_loss_by_hand": lesson.check_regression_loss_by_hand,
+    "check_train_epoch": lesson.check_train_epoch,
+    "check_evaluate_accuracy": lesson.check_evaluate_accuracy,
+    "check_evaluate_restores_mode": lesson.check_evaluate_restores_mode,
+    "check_block": lambda answer: lesson.check_block(answer, 2, torch.ones(1, 2), _reference_forward,
+                                                     lesson.grads_of(_reference_forward), torch.ones(1, 2)),
+    "check_residual_by_hand": lesson.check_residual_by_hand,
+    "check_first_bad_step_scripted": lambda answer: lesson.check_first_bad_step_scripted(
+        answer, [1.0, math.nan], 2, 2),
+    "check_first_bad_step_by_hand": lesson.check_first_bad_step_by_hand,
+    "check_first_bad_step_on_training": lesson.check_first_bad_step_on_training,
+    "check_final_step": lesson.check_final_step,
+    "check_diagnose_finds_nothing": lesson.check_diagnose_finds_nothing,
+    "check_concepts": lesson.check_concepts,
+}
 
 
-def test_course_loops_are_unavailable_while_checking_and_back_afterwards():
-    from course import training
+# ------------------------------------------------------------------ the spies, seen through the checks
+def test_the_hooks_on_the_parameters_go_away_after_the_check():
+    seen = []
+    lesson.check_train_step(lambda model, *rest: seen.append(model) or good_step(model, *rest))
+    assert all(not param._backward_hooks for param in seen[0].parameters())
 
-    with lesson.without_course_loops():
-        with pytest.raises(RuntimeError, match="write the loop yourself"):
-            training.run_epoch(None, [], loss_fn=None, device="cpu")
+
+def test_course_loops_are_unavailable_while_an_answer_runs_and_back_afterwards():
+    def through_the_course(model, batch, optimizer):
+        training.run_epoch(model, [batch], loss_fn=F.cross_entropy, device="cpu", optimizer=optimizer)
+        return 0.0
+
+    failure(lesson.check_train_step, through_the_course,
+            says=["ShortcutUsed", "write the loop yourself: course.training.run_epoch is unavailable"])
     assert training.run_epoch.__module__ == "course.training"
 
 
-def test_tagging_loss_sees_graphs_that_outlive_their_batch():
-    loss_fn = lesson.TaggingLoss()
-    model = lesson.mlp(2, 4, 3)
-    kept = []
-    for _ in range(3):
-        kept.append(loss_fn(model(torch.randn(4, 2)), torch.randint(0, 3, (4,))))
-    assert loss_fn.older_alive == [0, 0, 1]
-    assert loss_fn.alive(loss_fn.tags) == 3
-    kept.clear()
-    assert loss_fn.alive(loss_fn.tags) == 0
+@pytest.mark.parametrize("check", [lesson.check_evaluate_accuracy, lesson.check_evaluate_restores_mode])
+def test_a_course_loop_imported_under_another_name_is_unavailable_too(check):
+    def through_an_alias(model, x, y):
+        predictions, targets = course_predict(model, [(x, y)], device="cpu")
+        return (predictions == targets).float().mean().item()
 
-
-def test_saved_bytes_during_counts_what_autograd_keeps():
-    model = lesson.mlp(2, 8, 3)
-    x = torch.randn(5, 2)
-    assert lesson.saved_bytes_during(model, x)[1] > 0
-    with torch.no_grad():
-        assert lesson.saved_bytes_during(model, x)[1] == 0
-
-
-def test_clipped_matches_clip_grad_norm():
-    grads = [torch.full((2, 2), 3.0), torch.full((2,), 4.0)]
-    params = [torch.zeros(2, 2, requires_grad=True), torch.zeros(2, requires_grad=True)]
-    for param, grad in zip(params, grads, strict=False):
-        param.grad = grad.clone()
-    nn.utils.clip_grad_norm_(params, 1.0)
-    expected, norm = lesson.clipped(grads, 1.0)
-    assert norm == pytest.approx(math.sqrt(4 * 9 + 2 * 16))
-    assert all(torch.allclose(param.grad, want) for param, want in zip(params, expected, strict=False))
+    failure(check, through_an_alias, says=["ShortcutUsed", "course_predict is unavailable"])
+    assert course_predict is training.predict
 
 
 # ---------------------------------------------------------------------------- each exercise's checks
@@ -194,8 +193,10 @@ def test_train_step_check():
         optimizer.step()
         return loss.item()
 
-    failure(lesson.check_train_step, no_clearing, says="onto old gradients")
-    failure(lesson.check_train_step, lambda *args: torch.tensor(good_step(*args)), says="type")
+    failure(lesson.check_train_step, no_clearing,
+            says="got: forward pass (training mode) → backward pass onto old gradients in .grad → optimizer")
+    failure(lesson.check_train_step, lambda *args: torch.tensor(good_step(*args)),
+            says=["the type is not the expected one", "expected: float", "got: tensor("])
 
 
 def test_clipped_checks():
@@ -214,8 +215,10 @@ def test_clipped_checks():
     def clips_nothing(model, batch, optimizer, max_norm=1.0):
         return good_step(model, batch, optimizer)
 
-    failure(lesson.check_clipped_order, step_too_early, says="optimizer step() → backward pass")
-    failure(lesson.check_clipped_update, clips_nothing, says="that step() used")
+    failure(lesson.check_clipped_order, step_too_early,
+            says="got: forward pass (training mode) → optimizer step() → backward pass")
+    failure(lesson.check_clipped_update, clips_nothing,
+            says=["gradient of inner.0.weight that step() used [call 1]", "the values differ"])
 
 
 def test_like_reference_finds_a_different_update():
@@ -224,16 +227,17 @@ def test_like_reference_finds_a_different_update():
         optimizer.step()
         return loss
 
-    batch = lesson.classification_batch(8, 3, 2, lesson.seeded(1))
+    batch = lesson.classification_batch(8, 3, 2, checks.seeded_generator(1))
     lesson.check_like_reference(good_step, good_step, lesson.mlp(3, 4, 2), batch, 0.1, label="MLP",
                                 exercise="train_step_fixed")
     failure(lesson.check_like_reference, twice_the_rate, good_step, lesson.mlp(3, 4, 2), batch, 0.1,
-                 label="MLP", exercise="train_step_fixed", says="after call 1")
+            label="MLP", exercise="train_step_fixed", says=["0.weight after call 1", "the values differ"])
 
 
 def test_logits_on_model_device_check():
     lesson.check_logits_on_model_device(lambda model, x: model(x.to(next(model.parameters()).device)), "cpu")
-    failure(lesson.check_logits_on_model_device, lambda model, x: model(x), "cpu", says="meta")
+    failure(lesson.check_logits_on_model_device, lambda model, x: model(x), "cpu",
+            says=["on meta, x on cpu", "raised an exception", "is not on the expected device"])
 
 
 def test_predict_check():
@@ -246,9 +250,15 @@ def test_predict_check():
         model.eval()
         return model(x)
 
+    def detached_after_the_graph(model, x):
+        model.eval()
+        return model(x).detach()
+
     lesson.check_predict(good_predict)
-    failure(lesson.check_predict, eval_only, says="requires_grad")
-    failure(lesson.check_predict, lambda model, x: model(x).detach(), says="values differ")
+    failure(lesson.check_predict, eval_only, says=[".requires_grad", "expected: False", "got: True"])
+    failure(lesson.check_predict, lambda model, x: model(x).detach(), says=["the values differ"])
+    failure(lesson.check_predict, detached_after_the_graph,
+            says=["bytes autograd saved for a backward pass during predict", "expected: 0 (int)"])
 
 
 def test_save_and_reload_check(tmp_path):
@@ -269,27 +279,33 @@ def test_save_and_reload_check(tmp_path):
         return new
 
     lesson.check_save_and_reload(good)
-    failure(lesson.check_save_and_reload, pickled, says="UnpicklingError")
-    failure(lesson.check_save_and_reload, never_reads, says="calls to torch.load")
+    failure(lesson.check_save_and_reload, pickled,
+            says=["readable with weights_only=True", "got: UnpicklingError"])
+    failure(lesson.check_save_and_reload, never_reads,
+            says=["calls to torch.load", "at least one: the weights are read from the file", "got: 0"])
 
 
 def test_classifier_checks():
     lesson.check_classifier_learns(GoodClassifier)
     lesson.check_predict_proba(GoodClassifier)
-    failure(lesson.check_classifier_learns, SoftmaxClassifier, says="cannot go below")
+    failure(lesson.check_classifier_learns, SoftmaxClassifier,
+            says=["loss after 40 Adam steps", "with softmax inside the model it cannot go below"])
 
     class Unnormalised(GoodClassifier):
         def predict_proba(self, x):
             return self(x).exp()
 
-    failure(lesson.check_predict_proba, Unnormalised, says="sum(dim=1)")
+    failure(lesson.check_predict_proba, Unnormalised,
+            says=[".predict_proba(x).sum(dim=1)", "the values differ"])
 
 
 def test_regression_loss_check():
     lesson.check_regression_loss_by_hand(lambda pred, target: F.mse_loss(pred.flatten(), target.flatten()))
-    failure(lesson.check_regression_loss_by_hand, F.mse_loss, says="warnings")
+    failure(lesson.check_regression_loss_by_hand, F.mse_loss,
+            says=["warnings from regression_loss(pred (3, 1), target (3,))", "broadcasting"])
     failure(lesson.check_regression_loss_by_hand,
-                 lambda pred, target: (pred.flatten() - target.flatten()).abs().mean(), says="values differ")
+            lambda pred, target: (pred.flatten() - target.flatten()).abs().mean(),
+            says=["the values differ", "expected: tensor(shape=(), dtype=torch.float32, device=cpu) 1.666"])
 
 
 def test_train_epoch_check():
@@ -305,7 +321,18 @@ def test_train_epoch_check():
             total = total + loss
         return (total / len(batches)).item()
 
-    failure(lesson.check_train_epoch, sums_tensors, says="graphs of earlier batches")
+    kept = []
+
+    def keeps_its_last_loss(model, batches, loss_fn, optimizer):
+        def remembering(outputs, targets):
+            kept[:] = [loss_fn(outputs, targets)]          # still there when the epoch returns
+            return kept[0]
+
+        return good_epoch(model, batches, remembering, optimizer)
+
+    failure(lesson.check_train_epoch, sums_tensors,
+            says=["graphs of earlier batches still alive during the epoch", "expected: 0"])
+    failure(lesson.check_train_epoch, keeps_its_last_loss, says=["graphs still alive when", "got: 1 (int)"])
 
 
 def test_evaluate_checks():
@@ -321,19 +348,23 @@ def test_evaluate_checks():
         with torch.no_grad():
             return (model(x).argmax(dim=1) == y).float().mean().item()
 
-    failure(lesson.check_evaluate_restores_mode, always_train_after, says="[eval → evaluate_fixed]")
-    failure(lesson.check_evaluate_accuracy, in_training_mode, says="evaluate_fixed")
+    failure(lesson.check_evaluate_restores_mode, always_train_after,
+            says=["model.training [eval → evaluate_fixed]", "expected: False", "got: True"])
+    failure(lesson.check_evaluate_accuracy, in_training_mode,
+            says=["evaluate_fixed(MLP with BatchNorm and Dropout(0.5), x, y)", "the values differ"])
 
 
 def test_residual_check():
     lesson.check_residual_by_hand(GoodBlock)
-    failure(lesson.check_residual_by_hand, InPlaceBlock, says="modified by an inplace operation")
+    failure(lesson.check_residual_by_hand, InPlaceBlock,
+            says=["and its backward pass: raised an exception", "modified by an inplace operation"])
 
     class IgnoresFc(GoodBlock):
         def forward(self, x):
             return x + torch.relu(x) + 0 * self.fc(x)
 
-    failure(lesson.check_residual_by_hand, IgnoresFc, says="values differ")
+    failure(lesson.check_residual_by_hand, IgnoresFc,
+            says=["ResidualBlockFixed(2)(x (2, 2))", "the values differ"])
 
 
 def test_residual_against_a_reference_forward():
@@ -361,8 +392,9 @@ def test_first_bad_step_checks():
                 found = step
         return found
 
-    failure(lesson.check_first_bad_step_by_hand, off_by_one, says="expected: 4")
-    failure(lesson.check_first_bad_step_by_hand, keeps_training, says="calls to train_step")
+    failure(lesson.check_first_bad_step_by_hand, off_by_one, says=["expected: 4 (int)", "got: 3 (int)"])
+    failure(lesson.check_first_bad_step_by_hand, keeps_training,
+            says=["calls to train_step", "expected: 4 (int)", "got: 6 (int)"])
 
 
 def test_final_step_checks():
@@ -379,9 +411,20 @@ def test_final_step_checks():
             accuracy = (model(x).argmax(dim=1) == y).float().mean()
         return loss.item(), accuracy.item()
 
+    def graph_while_evaluating(model, batch, optimizer):
+        loss = good_step(model.train(), batch, optimizer)
+        model.eval()
+        accuracy = (model(batch[0]).argmax(dim=1) == batch[1]).float().mean().item()
+        model.train()
+        return loss, accuracy
+
     failure(lesson.check_final_step, two_bugs,
-                 says="forward pass (evaluation mode) → backward pass onto")
-    failure(lesson.check_diagnose_finds_nothing, two_bugs, says="grads_not_cleared")
+            says="got: forward pass (evaluation mode) → backward pass onto old gradients")
+    message = failure(lesson.check_final_step, graph_while_evaluating,
+                      says="expected: in order: forward pass (training mode) → backward pass → "
+                           "optimizer step() → forward pass (evaluation mode), no graph")
+    assert message.split("got: ")[1].splitlines()[0].endswith("→ forward pass (evaluation mode)"), message
+    failure(lesson.check_diagnose_finds_nothing, two_bugs, says=["findings of diagnose", "grads_not_cleared"])
 
 
 def test_messages_speak_spanish_in_the_spanish_edition():

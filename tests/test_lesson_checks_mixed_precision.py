@@ -1,6 +1,7 @@
 """Lesson 06's visible checks and harnesses: a correct answer passes, a typical mistake fails with
-expected/got/hint, the spies record what they should, and course helpers that an exercise duplicates
-are switched off inside the checks and back on afterwards."""
+expected/got/hint, the spies record what they should (seen through the checks and ``run_amp_steps``),
+and course helpers that an exercise duplicates are switched off inside the checks and back on
+afterwards."""
 
 import math
 import statistics
@@ -9,17 +10,53 @@ import time
 import pytest
 import torch
 from check_messages import failure
-from torch import nn
 from torch.nn import functional as F
 
 import course
 from course import amp, memory, timing
 from course.timing import time_calls
-from graders import checks
 from graders.checks import CheckFailed
+from graders.lesson_checks import lesson_texts
 from graders.lesson_checks import mixed_precision as lesson
 
 pytestmark = pytest.mark.usefixtures("english")
+
+
+def _on_one_step(check, **run):
+    """A check of one recorded step: the answer runs once under the spies, and ``check`` reads it."""
+    return lambda answer: check(lesson.run_amp_steps(answer, seed=0, dtype=torch.float32, steps=1, **run)[0])
+
+
+# How test_harness calls each check with a given answer.
+CHECK_CALLS = {
+    "check_time_per_call_median": lesson.check_time_per_call_median,
+    "check_median_of": lambda answer: lesson.check_median_of(answer, warmup=0, timed=[0.1], expected=0.1),
+    "check_time_per_call_synchronizes": lesson.check_time_per_call_synchronizes,
+    "check_fenced_by_syncs": lambda answer: lesson.check_fenced_by_syncs(answer, "cuda:0", repeats=1,
+                                                                         warmup=0),
+    "check_never_syncs": lambda answer: lesson.check_never_syncs(answer, "cpu", repeats=1, warmup=0),
+    "check_tensor_bytes": lesson.check_tensor_bytes,
+    "check_bytes": lambda answer: lesson.check_bytes(answer, (2, 3), torch.float16, 12),
+    "check_fp16_fate_values": lesson.check_fp16_fate_values,
+    "check_fp16_fate_shape": lesson.check_fp16_fate_shape,
+    "check_fate_of": lambda answer: lesson.check_fate_of(answer, torch.tensor([1.0]), torch.tensor([0]),
+                                                         name="fp16_fate(torch.tensor([1.0]))"),
+    "check_pick_amp_dtype": lesson.check_pick_amp_dtype,
+    "check_pick": lambda answer: lesson.check_pick(answer, "cpu", torch.bfloat16),
+    "check_pick_raises": lambda answer: lesson.check_pick_raises(answer, "meta"),
+    "check_amp_train_step_autocast": lesson.check_amp_train_step_autocast,
+    "check_amp_train_step_update": lesson.check_amp_train_step_update,
+    "check_amp_train_step_scaler": lesson.check_amp_train_step_scaler,
+    "check_amp_train_step_clipping": lesson.check_amp_train_step_clipping,
+    "check_autocast": _on_one_step(lesson.check_autocast),
+    "check_update": _on_one_step(lesson.check_update),
+    "check_scaled_step": _on_one_step(lesson.check_scaled_step),
+    "check_skipped_step": _on_one_step(lesson.check_skipped_step, overflow=True),
+    "check_clipped_step": _on_one_step(lesson.check_clipped_step, max_norm=1.0),
+    "check_skipped_steps": lesson.check_skipped_steps,
+    "check_skipped": lambda answer: lesson.check_skipped(answer, [2.0, 1.0], [0]),
+    "check_concepts": lesson.check_concepts,
+}
 
 
 # ------------------------------------------------------------------------------------ time_per_call
@@ -50,18 +87,21 @@ def _timer(*, warmup_timed=False, sync_before=True, sync_after=True, sync_everyw
 
 
 def test_the_timing_harness_records_calls_waits_and_clock_readings_in_order():
-    run = lesson.watch_time_per_call(_timer(), "cuda:0", durations=[5.0, 0.25, 0.5], warmup=1, hint=None)
-    assert run.returned == pytest.approx(0.375)
-    assert run.events == ["clock", "call"] + ["sync", "clock", "call", "sync", "clock"] * 2
-    assert time.perf_counter is not None and torch.cuda.synchronize.__module__ == "torch.cuda"
+    lesson.check_median_of(_timer(), warmup=1, timed=[0.25, 0.5], expected=0.375)   # on the simulated clock
+    lesson.check_fenced_by_syncs(_timer(), "cuda:0", repeats=2, warmup=1)
+    failure(lesson.check_fenced_by_syncs, _timer(sync_before=False), "cuda:0", repeats=2, warmup=1,
+            says=["order of events", "got: clock call clock call sync clock clock call sync clock\n"])
+    assert time.perf_counter() > 0 and torch.cuda.synchronize.__module__ == "torch.cuda"
 
 
 def test_time_per_call_median():
     lesson.check_time_per_call_median(_timer())
-    failure(lesson.check_time_per_call_median, _timer(warmup_timed=True), says=["60 s"])
-    failure(lesson.check_time_per_call_median, _timer(middle=lambda times: sum(times) / len(times)))
+    failure(lesson.check_time_per_call_median, _timer(warmup_timed=True),
+            says=["(each warm-up call takes 60 s): the values differ"])
+    failure(lesson.check_time_per_call_median, _timer(middle=lambda times: sum(times) / len(times)),
+            says=["with timed calls of", "the values differ"])
     failure(lesson.check_time_per_call_median, _timer(middle=lambda times: torch.tensor(times).median()),
-           says=["float"])
+            says=["the type is not the expected one", "expected: float", "got: tensor("])
 
 
 def test_time_per_call_synchronizes():
@@ -69,9 +109,10 @@ def test_time_per_call_synchronizes():
     for mistake in (dict(sync_before=False), dict(sync_after=False),
                     dict(sync_before=False, sync_after=False)):
         failure(lesson.check_time_per_call_synchronizes, _timer(**mistake),
-               says=["sync clock call sync clock"])
+                says=["order of events: is not right",
+                      "expected: sync clock call sync clock for every timed call"])
     failure(lesson.check_time_per_call_synchronizes, _timer(sync_everywhere=True),
-           says=["calls of torch.cuda.synchronize"])
+            says=["'cpu', repeats=3, warmup=1): calls of torch.cuda.synchronize", "expected: 0 (int)"])
 
 
 def test_the_hidden_timing_checks_pass_the_right_answer_on_other_devices():
@@ -87,38 +128,38 @@ def test_course_timing_is_switched_off_inside_the_check_and_back_on_after():
     def through_the_module(fn, device, repeats=10, warmup=2):
         return timing.time_per_call(fn, device=device, repeats=repeats, warmup=warmup)
 
-    for shortcut in (through_the_helper, through_the_module):
-        message = failure(lesson.check_time_per_call_median, shortcut,
-                         says=["course.timing is not available"])
-        assert "exercise 1" in message
+    def through_another_course_module(fn, device, repeats=10, warmup=2):
+        memory.synchronize(device)
+        return 0.0
+
+    failure(lesson.check_time_per_call_median, through_the_helper,
+            says=["ShortcutUsed: time_calls is not available in this exercise"])
+    failure(lesson.check_time_per_call_median, through_the_module,
+            says=["ShortcutUsed: course.timing.time_per_call is not available in this exercise"])
+    failure(lesson.check_time_per_call_synchronizes, through_another_course_module,
+            says=["ShortcutUsed: synchronize is not available in this exercise"])
     assert time_calls is timing.time_calls                        # this module's name is back
+    assert memory.synchronize is timing.synchronize               # and the course's own aliases
     assert timing.time_calls(lambda: None, device="cpu", repeats=2, warmup=0)[0] >= 0.0
-
-
-def test_timing_helpers_off_swaps_every_name_of_a_helper_and_restores_it():
-    namespace = {"alias": timing.synchronize, "other": print, "__name__": "notebook"}
-    with lesson.timing_helpers_off(type("Answer", (), {"__globals__": namespace})):
-        for swapped in (namespace["alias"], timing.synchronize, memory.synchronize):
-            with pytest.raises(RuntimeError, match="course.timing is not available"):
-                swapped("cpu")
-        assert namespace["other"] is print
-    assert namespace["alias"] is timing.synchronize is memory.synchronize
 
 
 # ------------------------------------------------------------------------------------- tensor_bytes
 def test_tensor_bytes():
     lesson.check_tensor_bytes(lambda shape, dtype: math.prod(shape) * dtype.itemsize)
-    failure(lesson.check_tensor_bytes, lambda shape, dtype: len(shape) * dtype.itemsize)
-    failure(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * 4)
+    failure(lesson.check_tensor_bytes, lambda shape, dtype: len(shape) * dtype.itemsize,
+            says=["tensor_bytes((1024, 1024), torch.float32): is not right", "expected: 4194304", "got: 8"])
+    failure(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * 4,
+            says=["tensor_bytes((1024, 1024), torch.bfloat16): is not right", "expected: 2097152"])
     failure(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * dtype.itemsize / 1,
-           says=["int"])
+            says=["the type is not the expected one", "expected: int", "got: 4194304.0 (float)"])
 
 
 def test_tensor_bytes_check_refuses_the_course_helper():
     def through_the_helper(shape, dtype):
         return amp.tensor_nbytes(torch.empty(shape, dtype=dtype, device="meta"))
 
-    failure(lesson.check_tensor_bytes, through_the_helper, says=["tensor_nbytes is not available"])
+    failure(lesson.check_tensor_bytes, through_the_helper,
+            says=["ShortcutUsed: course.amp.tensor_nbytes is not available in this exercise"])
     assert amp.tensor_nbytes(torch.zeros(2, dtype=torch.float16)) == 4
 
 
@@ -143,22 +184,29 @@ def _fate_by_thresholds(values):
     return fate
 
 
-def test_values_with_known_fates_are_classified_alike_by_a_right_answer():
-    values, fates = lesson.values_with_known_fates(500, torch.Generator().manual_seed(0))
-    assert values.dtype == torch.float32 and set(fates.tolist()) == {0, 1, 2, 3}
-    assert torch.equal(_fate(values), fates)
+def test_random_values_of_every_fate_are_classified_alike_by_a_right_answer():
+    seen = []
+    for _ in range(10):
+        lesson.check_fp16_fate_values(lambda values: seen.append(values) or _fate(values))
+    random_draws = seen[1::2]                     # each run: the row worked out by hand, then 40 at random
+    assert all(values.dtype == torch.float32 for values in random_draws)
+    assert set(torch.cat([_fate(values) for values in random_draws]).tolist()) == {0, 1, 2, 3}
 
 
 def test_fp16_fate_values():
     lesson.check_fp16_fate_values(_fate)
-    failure(lesson.check_fp16_fate_values, _fate_by_thresholds, says=["4e-08"])
-    failure(lesson.check_fp16_fate_values, lambda values: _fate(values).clamp(max=2))
+    failure(lesson.check_fp16_fate_values, _fate_by_thresholds,
+            says=["4e-08", "the values differ", "Mismatched elements: 1 / 13"])
+    failure(lesson.check_fp16_fate_values, lambda values: _fate(values).clamp(max=2),
+            says=["the values differ", "Mismatched elements: 3 / 13"])
 
 
 def test_fp16_fate_shape():
     lesson.check_fp16_fate_shape(_fate)
-    failure(lesson.check_fp16_fate_shape, lambda values: _fate(values).flatten(), says=["shape"])
-    failure(lesson.check_fp16_fate_shape, lambda values: _fate(values).int(), says=["dtype"])
+    failure(lesson.check_fp16_fate_shape, lambda values: _fate(values).flatten(),
+            says=["the shape is not the expected one", "expected: (2, 2)", "got: (4,)"])
+    failure(lesson.check_fp16_fate_shape, lambda values: _fate(values).int(),
+            says=["the dtype is not the expected one", "expected: torch.int64", "got: torch.int32"])
 
 
 # ----------------------------------------------------------------------------------- pick_amp_dtype
@@ -181,11 +229,16 @@ def test_pick_amp_dtype():
     def never_asks(device, bf16_supported=None):
         return _pick(device, bool(bf16_supported))
 
-    failure(lesson.check_pick_amp_dtype, always_asks)
-    failure(lesson.check_pick_amp_dtype, never_asks, says=["is_bf16_supported() → True"])
-    failure(lesson.check_pick_amp_dtype, lambda device, bf16_supported=None: torch.float16)
-    with pytest.raises(CheckFailed, match="ValueError"):
-        lesson.check_pick_raises(lambda device, bf16_supported=None: torch.float32, "meta")
+    failure(lesson.check_pick_amp_dtype, always_asks,
+            says=["bf16_supported=False): questions to torch.cuda.is_bf16_supported()", "expected: 0",
+                  "got: 1"])
+    failure(lesson.check_pick_amp_dtype, never_asks,
+            says=["with torch.cuda.is_bf16_supported() → True", "expected: torch.bfloat16",
+                  "got: torch.float16"])
+    failure(lesson.check_pick_amp_dtype, lambda device, bf16_supported=None: torch.float16,
+            says=["pick_amp_dtype('cpu', bf16_supported=None)", "expected: torch.bfloat16"])
+    failure(lesson.check_pick_raises, lambda device, bf16_supported=None: torch.float32, "meta",
+            says=["should have raised an exception and raised none", "expected: ValueError"])
 
 
 # ----------------------------------------------------------------------------------- amp_train_step
@@ -282,38 +335,27 @@ def test_float32_handed_to_an_enabled_autocast_is_caught_by_its_warning():
         return loss.item()
 
     (record,) = lesson.run_amp_steps(forced, seed=0, dtype=torch.float32, steps=1)
-    with pytest.raises(CheckFailed, match="warnings"):
-        lesson.check_autocast(record)
+    failure(lesson.check_autocast, record,
+            says=["step 1: warnings: is not right", "In CPU autocast, but the target dtype is not supported"])
 
 
 def test_the_spies_record_calls_steps_moves_and_the_losss_own_gradients():
-    log, moves = [], []
-    model = nn.Linear(3, 2)
-    params = list(model.parameters())
-    optimizer = lesson.SpySGD(params, lr=0.5)
-    scaler = lesson.SpyScaler(log, init_scale=8.0)
-    loss_fn = lesson.spy_loss(log, F.mse_loss, params)
-    inputs = lesson.Parcel(torch.randn(4, 3), moves).to("cpu")
-    loss = loss_fn(model(inputs), torch.zeros(4, 2))
-    scaler.scale(loss).backward()
-    (own,) = [entry for entry in log if isinstance(entry, lesson.LossCall)]
-    assert own.autocast == (False, None) and own.value == loss.item()
-    for param, grad in zip(params, own.grads, strict=True):
-        torch.testing.assert_close(param.grad, 8.0 * grad)
-    before = [p.detach().clone() for p in params]
-    scaler.step(optimizer)                  # the step unscales by itself: no "unscale_" noted
-    scaler.update()
-    assert [entry for entry in log if isinstance(entry, str)] == ["scale", "step", "update"]
-    assert moves == ["cpu"]
-    (view,) = optimizer.views
-    for grad, mine in zip(view.grads, own.grads, strict=True):
+    (record,) = lesson.run_amp_steps(_stepper(), seed=0, dtype=torch.float32, base=F.mse_loss, steps=1,
+                                     parcels=True, scaler_kwargs={"init_scale": 8.0})
+    (own,) = record.loss_calls
+    assert own.autocast == (False, None) and own.value == record.returned
+    assert record.scaler_calls == ["scale", "step", "update"]    # the step unscales by itself: no "unscale_"
+    assert record.moves == ["cpu", "cpu"] and record.scale_before == record.scale_after == 8.0
+    step = record.optimizer_step                                   # the gradients at their real size
+    for grad, mine in zip(step.grads, own.grads, strict=True):
         torch.testing.assert_close(grad, mine)
-    torch.testing.assert_close(view.after[0], before[0] - 0.5 * own.grads[0])
+    torch.testing.assert_close(record.after[0], step.before[0] - 0.1 * own.grads[0])
+    torch.testing.assert_close(step.after[0], record.after[0])
 
 
 def test_the_gate_names_a_batch_that_was_not_moved():
-    with pytest.raises(CheckFailed, match="inputs: was not moved to the device"):
-        lesson.Gate()(lesson.Parcel(torch.zeros(1), []))
+    failure(lesson.check_amp_train_step_update, _stepper(move=False),
+            says=["inputs: was not moved to the device", "expected: torch.Tensor"])
 
 
 # ------------------------------------------------------------------------------------ skipped_steps
@@ -333,17 +375,21 @@ def _steps_where(changed, shift=0):
 
 def test_skipped_steps():
     lesson.check_skipped_steps(_steps_where(lambda before, after: after < before))
-    failure(lesson.check_skipped_steps, _steps_where(lambda before, after: after != before))
-    failure(lesson.check_skipped_steps, _steps_where(lambda before, after: after < before, shift=1))
+    failure(lesson.check_skipped_steps, _steps_where(lambda before, after: after != before),
+            says=["expected: [1, 4, 5] (list)", "got: [1, 3, 4, 5] (list)"])
+    failure(lesson.check_skipped_steps, _steps_where(lambda before, after: after < before, shift=1),
+            says=["expected: [1, 4, 5] (list)", "got: [2, 5, 6] (list)"])
 
 
 # ------------------------------------------------------------------------------------ concept check
-def test_concept_statements_are_checked_and_scored():
-    answers = dict.fromkeys(lesson.CONCEPT_KEYS, True)
-    checks.check_statements(answers, lesson.CONCEPT_KEYS, hint=lesson.HINTS["concept_check"])
-    with pytest.raises(CheckFailed, match="hint: ANSWERS must have exactly"):
-        checks.check_statements({**answers, "autocast_all_16_bit": None}, lesson.CONCEPT_KEYS,
-                                hint=lesson.HINTS["concept_check"])
+def test_concept_statements_are_checked():
+    answers = dict.fromkeys(lesson_texts("mixed_precision").concept_keys, True)
+    lesson.check_concepts(answers)
+    failure(lesson.check_concepts, {**answers, "autocast_all_16_bit": None},
+            says=["ANSWERS['autocast_all_16_bit']: each value must be True or False",
+                  "hint: ANSWERS must have exactly"])
+    failure(lesson.check_concepts, {"autocast_all_16_bit": True},
+            says=["the keys of ANSWERS are not the ones the exercise lists", "got: ['autocast_all_16_bit']"])
 
 
 def test_messages_and_hints_follow_the_edition_language():

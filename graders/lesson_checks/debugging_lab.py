@@ -1,9 +1,10 @@
 """Lesson 05 (debugging lab): the spies, recorders and visible checks its grade cells call.
 
-The checks watch what a student's function does instead of redoing it: a :class:`Trace` collects
-the forward passes of a :class:`RecordingModel`, the gradients backward delivers (hooks on the
+The checks watch what a student's function does instead of redoing it: a :class:`_Trace` collects
+the forward passes of a :class:`_RecordingModel`, the gradients backward delivers (hooks on the
 parameters, which run before the gradient is added to ``.grad``) and the updates of a
-:class:`SpySGD`. Hidden tests compare with reference implementations that live in the grade cells.
+``checks.SpySGD``. While an answer that is a loop runs, ``course.training``'s loops are switched
+off (``SHORTCUTS``). Hidden tests compare with reference implementations that live in the grade cells.
 """
 
 import contextlib
@@ -21,23 +22,53 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course import training
+from course.diagnose import diagnose
 from graders import checks
 from graders.lesson_checks import lesson_texts
 
-# ------------------------------------------------------------------------------------------- hints
+__all__ = ["HINTS", "MORE_HINTS", "check_block", "check_classifier_learns", "check_clipped_order",
+           "check_clipped_update", "check_concepts", "check_diagnose_finds_nothing",
+           "check_evaluate_accuracy", "check_evaluate_restores_mode", "check_final_step",
+           "check_first_bad_step_by_hand", "check_first_bad_step_on_training",
+           "check_first_bad_step_scripted", "check_like_reference", "check_logits_on_model_device",
+           "check_predict", "check_predict_proba", "check_regression_loss", "check_regression_loss_by_hand",
+           "check_residual_by_hand", "check_save_and_reload", "check_train_epoch", "check_train_step",
+           "classification_batch", "epoch_as_step", "grads_of", "mlp"]
+
+# ------------------------------------------------------------------------------------------- texts
 TEXTS = lesson_texts(__name__)
 HINTS = TEXTS.hints
 
 MORE_HINTS = TEXTS.more_hints
 
-CONCEPT_KEYS = TEXTS.concept_keys
+
+@checks.keeps_random_state
+def check_concepts(answers) -> None:
+    """The concept check's visible part: a dict of the statements' keys, each True or False."""
+    __tracebackhide__ = True
+    checks.check_concepts(answers, TEXTS)
+
+
+# --------------------------------------------------------------------------- course loops switched off
+# These exercises ask for the loop itself: course.training's loops are off while an answer runs, in
+# every check that runs one.
+_COURSE_LOOPS = [(training, name) for name in ("run_epoch", "fit_model", "predict", "progress")]
+SHORTCUTS = dict.fromkeys(["check_train_step", "check_like_reference", "check_clipped_order",
+                           "check_clipped_update", "check_train_epoch", "check_evaluate_accuracy",
+                           "check_evaluate_restores_mode", "check_final_step"], _COURSE_LOOPS)
+_LOOPS_OFF = checks.both("en este ejercicio el bucle lo escribes tú: {name} no está disponible",
+                         "in this exercise you write the loop yourself: {name} is unavailable")
+
+
+def _run(check: str, answer, *args, name, hint):
+    """``answer(*args)`` with the loops of ``check`` off; an exception is reported as a failure."""
+    __tracebackhide__ = True
+    return checks.run_answer(answer, *args, name=name, hint=hint, shortcuts=SHORTCUTS[check],
+                             message=_LOOPS_OFF)
 
 
 # ------------------------------------------------------------------------------------ tiny data
-def seeded(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def classification_batch(n: int, n_in: int, n_classes: int, generator, scale: float = 1.0):
     """Random inputs and labels: a batch no answer can know in advance."""
     return (scale * torch.randn(n, n_in, generator=generator),
@@ -53,50 +84,50 @@ def mlp(n_in: int, n_hidden: int, n_out: int, *, batchnorm=False, dropout=0.0, a
     return nn.Sequential(*layers, nn.Linear(n_hidden, n_out))
 
 
-def warmed_up(model, n_in: int, generator):
+def _warmed_up(model, n_in: int, generator):
     """The model after one training-mode forward: BatchNorm's running statistics leave their defaults."""
     model(torch.randn(32, n_in, generator=generator))
     return model
 
 
-def leave_old_gradients(model, value: float = 0.5) -> None:
+def _leave_old_gradients(model, value: float = 0.5) -> None:
     """Fill ``.grad`` as an earlier step would have left it."""
     for param in model.parameters():
         param.grad = torch.full_like(param, value)
 
 
 @torch.no_grad()
-def eval_outputs(model, x):
+def _eval_outputs(model, x):
     """What the model gives in evaluation mode, computed on a copy (the original is not touched)."""
     return copy.deepcopy(model).train(False)(x)
 
 
-def hit_rate(logits, y) -> float:
+def _hit_rate(logits, y) -> float:
     return (logits.argmax(dim=1) == y).float().mean().item()
 
 
 # -------------------------------------------------------------------------- the trace and its spies
-EVENTS = {
-    "forward": {"es": "pasada hacia delante (modo entrenamiento)", "en": "forward pass (training mode)"},
-    "forward in eval": {"es": "pasada hacia delante (modo evaluación)",
-                        "en": "forward pass (evaluation mode)"},
-    "no graph": {"es": "sin grafo", "en": "no graph"},
-    "backward": {"es": "pasada hacia atrás", "en": "backward pass"},
-    "stale backward": {"es": "pasada hacia atrás sobre gradientes viejos en .grad",
-                       "en": "backward pass onto old gradients in .grad"},
-    "step": {"es": "step() del optimizador", "en": "optimizer step()"},
+_EVENTS = {
+    "forward": checks.both("pasada hacia delante (modo entrenamiento)", "forward pass (training mode)"),
+    "forward in eval": checks.both("pasada hacia delante (modo evaluación)",
+                                   "forward pass (evaluation mode)"),
+    "no graph": checks.both("sin grafo", "no graph"),
+    "backward": checks.both("pasada hacia atrás", "backward pass"),
+    "stale backward": checks.both("pasada hacia atrás sobre gradientes viejos en .grad",
+                                  "backward pass onto old gradients in .grad"),
+    "step": checks.both("step() del optimizador", "optimizer step()"),
 }
 
 
-def describe_events(events) -> str:
+def _describe_events(events) -> str:
     def one(event):
         kind, _, graph = event.partition("+")
-        return checks.say(EVENTS[kind]) + (f", {checks.say(EVENTS[graph])}" if graph else "")
+        return checks.say(_EVENTS[kind]) + (f", {checks.say(_EVENTS[graph])}" if graph else "")
 
     return " → ".join(one(event) for event in events) or "-"
 
 
-class Trace:
+class _Trace:
     """What a training step did, in order, and the tensors it involved."""
 
     def __init__(self):
@@ -126,7 +157,7 @@ class Trace:
         self.seen.append(grads)
 
 
-class RecordingModel(nn.Module):
+class _RecordingModel(nn.Module):
     """A model that writes down each forward pass: its mode, whether it builds a graph, its output."""
 
     def __init__(self, inner, trace):
@@ -140,21 +171,8 @@ class RecordingModel(nn.Module):
         return output
 
 
-class SpySGD(torch.optim.SGD):
-    """SGD that writes down every update and the gradients it used."""
-
-    def __init__(self, params, lr, trace):
-        super().__init__(params, lr=lr)
-        self.trace = trace
-
-    def step(self, closure=None):
-        self.trace.step([None if p.grad is None else p.grad.detach().clone()
-                         for p in self.param_groups[0]["params"]])
-        return super().step(closure)
-
-
 @contextlib.contextmanager
-def watching_gradients(model, trace):
+def _watching_gradients(model, trace):
     """Hooks on every parameter that tell ``trace`` about the gradients backward delivers."""
     handles = [param.register_hook(lambda grad, name=name, param=param: trace.gradient(name, param, grad))
                for name, param in model.named_parameters()]
@@ -165,77 +183,67 @@ def watching_gradients(model, trace):
             handle.remove()
 
 
-COURSE_LOOPS_OFF = {
-    "es": "en este ejercicio el bucle lo escribes tú: {name} no está disponible",
-    "en": "in this exercise you write the loop yourself: {name} is unavailable",
-}
-
-
-def without_course_loops():
-    """``course.training``'s loops are unavailable: these exercises ask for the loop itself."""
-    import course.training as training
-
-    names = ("run_epoch", "fit_model", "predict", "progress")
-    return checks.switched_off([(training, name) for name in names], COURSE_LOOPS_OFF)
-
-
-def spied_setup(inner, lr, *, old_gradients=True):
+def _spied_setup(inner, lr, *, old_gradients=True):
     """A recording model around ``inner``, a spy SGD over it, and their shared trace."""
-    trace = Trace()
-    model = RecordingModel(inner, trace)
+    trace = _Trace()
+    model = _RecordingModel(inner, trace)
     if old_gradients:
-        leave_old_gradients(model)
-    return model, SpySGD(model.parameters(), lr, trace), trace
+        _leave_old_gradients(model)
+    optimizer = checks.SpySGD(model.parameters(), lr, on_step=lambda record: trace.step(record.grads))
+    return model, optimizer, trace
 
 
-def call_step(function, model, batch, optimizer, trace, name, exercise, *extra):
-    """One call of a student's step under watch; returns what it returned."""
+def _call_step(check, function, model, batch, optimizer, trace, name, exercise, *extra):
+    """One call of a student's step under watch, with the loops of ``check`` off; what it returned."""
+    __tracebackhide__ = True
     trace.clear()
-    with watching_gradients(model, trace), without_course_loops():
-        return checks.check_runs(function, model, batch, optimizer, *extra, name=name, hint=HINTS[exercise])
+    with _watching_gradients(model, trace):
+        return _run(check, function, model, batch, optimizer, *extra, name=name, hint=HINTS[exercise])
 
 
 # ------------------------------------------------------------------------- what the checks compare
-def check_events(trace, expected, name, exercise) -> None:
+def _check_events(trace, expected, name, exercise) -> None:
     checks.check_true(trace.events == expected, name=name, hint=HINTS[exercise],
-                      expected={"es": f"en orden: {describe_events(expected)}",
-                                "en": f"in order: {describe_events(expected)}"},
-                      got=describe_events(trace.events))
+                      expected=checks.both(f"en orden: {_describe_events(expected)}",
+                                           f"in order: {_describe_events(expected)}"),
+                      got=_describe_events(trace.events))
 
 
-def check_loss_value(got, logits, y, name, exercise) -> None:
+def _check_loss_value(got, logits, y, name, exercise) -> None:
     """``got`` is a Python float: the cross-entropy of the logits the model produced."""
     checks.check_type(got, float, name=name, hint=HINTS[exercise])
     checks.check_close(got, F.cross_entropy(logits, y).item(), name=name, hint=HINTS[exercise])
 
 
-def check_step_used(trace, model, expected_grads, call, exercise) -> None:
+def _check_step_used(trace, model, expected_grads, call, exercise) -> None:
     """The optimizer's update used exactly ``expected_grads`` (one per parameter)."""
     used = zip(model.named_parameters(), trace.seen[0], expected_grads, strict=False)
     for (key, _), seen, expected in used:
         checks.check_close(seen, expected, hint=HINTS[exercise],
-                           name={"es": f"gradiente de {key} que usó step() [llamada {call}]",
-                                 "en": f"gradient of {key} that step() used [call {call}]"})
+                           name=checks.both(f"gradiente de {key} que usó step() [llamada {call}]",
+                                            f"gradient of {key} that step() used [call {call}]"))
 
 
-def delivered_grads(trace, model):
+def _delivered_grads(trace, model):
     return [trace.delivered[key] for key, _ in model.named_parameters()]
 
 
 # ------------------------------------------------------------------ exercise 1: train_step_fixed
+@checks.keeps_random_state
 def check_train_step(train_step_fixed, seed=501):
     """Three calls with old gradients in ``.grad``: forward, clean backward, step; the loss returned."""
-    g = seeded(seed)
-    x, y = classification_batch(12, 2, 3, g)
-    model, optimizer, trace = spied_setup(mlp(2, 8, 3), lr=0.1)
+    x, y = classification_batch(12, 2, 3, checks.seeded_generator(seed))
+    model, optimizer, trace = _spied_setup(mlp(2, 8, 3), lr=0.1)
     for call in (1, 2, 3):
         name = f"train_step_fixed(MLP 2-8-3, batch, optimizer) [call {call}]"
-        returned = call_step(train_step_fixed, model, (x, y), optimizer, trace, name, "train_step_fixed")
-        check_events(trace, ["forward", "backward", "step"], name, "train_step_fixed")
-        check_loss_value(returned, trace.outputs[0], y, name, "train_step_fixed")
-        check_step_used(trace, model, delivered_grads(trace, model), call, "train_step_fixed")
+        returned = _call_step("check_train_step", train_step_fixed, model, (x, y), optimizer, trace, name,
+                              "train_step_fixed")
+        _check_events(trace, ["forward", "backward", "step"], name, "train_step_fixed")
+        _check_loss_value(returned, trace.outputs[0], y, name, "train_step_fixed")
+        _check_step_used(trace, model, _delivered_grads(trace, model), call, "train_step_fixed")
 
 
+@checks.keeps_random_state
 def check_like_reference(function, reference, model, batch, lr, *, label, exercise, calls=3,
                          extra=(), start_in_eval=False):
     """Hidden tests: ``function`` and ``reference`` on twin models, with old gradients in ``.grad``.
@@ -244,80 +252,83 @@ def check_like_reference(function, reference, model, batch, lr, *, label, exerci
     """
     twin = copy.deepcopy(model)
     for net in (model, twin):
-        leave_old_gradients(net)
+        _leave_old_gradients(net)
         net.train(not start_in_eval)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     twin_optimizer = torch.optim.SGD(twin.parameters(), lr=lr)
     hint = HINTS[exercise]
     for call in range(1, calls + 1):
         name = f"{function.__name__}({label}) [call {call}]"
-        with without_course_loops():
-            got = checks.check_runs(function, model, batch, optimizer, *extra, name=name, hint=hint)
+        got = _run("check_like_reference", function, model, batch, optimizer, *extra, name=name, hint=hint)
         expected = reference(twin, batch, twin_optimizer, *extra)
-        check_same_result(got, expected, name, hint)
+        _check_same_result(got, expected, name, hint)
         checks.check_equal(model.training, twin.training, name=f"model.training [{name}]", hint=hint)
         states = zip([*model.named_parameters(), *model.named_buffers()],
                      [*twin.parameters(), *twin.buffers()], strict=False)
         for (key, got_tensor), expected_tensor in states:
             checks.check_close(got_tensor.detach(), expected_tensor.detach(), hint=hint,
-                               name={"es": f"{key} tras la llamada {call}", "en": f"{key} after call {call}"})
+                               name=checks.both(f"{key} tras la llamada {call}", f"{key} after call {call}"))
 
 
-def check_same_result(got, expected, name, hint) -> None:
+def _check_same_result(got, expected, name, hint) -> None:
     """A float, or a tuple of floats, equal to the reference's."""
     if isinstance(expected, tuple):
         checks.check_type(got, tuple, name=name, hint=hint)
         checks.check_equal(len(got), len(expected), name=f"len({name})", hint=hint)
         for index, (one, other) in enumerate(zip(got, expected, strict=False)):
-            check_same_result(one, other, f"{name}[{index}]", hint)
+            _check_same_result(one, other, f"{name}[{index}]", hint)
         return
     checks.check_type(got, float, name=name, hint=hint)
     checks.check_close(got, expected, name=name, hint=hint)
 
 
 # --------------------------------------------------------------- exercise 2: clipped_train_step
-def clipped(grads, max_norm):
+def _clipped(grads, max_norm):
     """The gradients as clipping to a total norm of ``max_norm`` leaves them."""
     total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(grad) for grad in grads]))
     factor = min(1.0, max_norm / (total.item() + 1e-6))
     return [grad * factor for grad in grads], total.item()
 
 
+@checks.keeps_random_state
 def check_clipped_order(clipped_train_step, seed=502):
     """Two calls with old gradients in ``.grad``: the update comes after a clean backward pass."""
-    x, y = classification_batch(10, 2, 3, seeded(seed))
-    model, optimizer, trace = spied_setup(mlp(2, 8, 3), lr=0.1)
+    x, y = classification_batch(10, 2, 3, checks.seeded_generator(seed))
+    model, optimizer, trace = _spied_setup(mlp(2, 8, 3), lr=0.1)
     for call in (1, 2):
         name = f"clipped_train_step(MLP 2-8-3, batch, optimizer, 1.0) [call {call}]"
-        call_step(clipped_train_step, model, (x, y), optimizer, trace, name, "clipped_train_step", 1.0)
-        check_events(trace, ["forward", "backward", "step"], name, "clipped_train_step")
+        _call_step("check_clipped_order", clipped_train_step, model, (x, y), optimizer, trace, name,
+                   "clipped_train_step", 1.0)
+        _check_events(trace, ["forward", "backward", "step"], name, "clipped_train_step")
 
 
+@checks.keeps_random_state
 def check_clipped_update(clipped_train_step, seed=503, max_norm=0.5, n_in=2, scale=3.0):
     """The update used this batch's gradients clipped to ``max_norm``; the loss is returned."""
-    x, y = classification_batch(16, n_in, 3, seeded(seed), scale=scale)
-    torch.manual_seed(seed)  # the weights too: the gradients must be large enough to be clipped
-    model, optimizer, trace = spied_setup(mlp(n_in, 8, 3), lr=0.1)
+    x, y = classification_batch(16, n_in, 3, checks.seeded_generator(seed), scale=scale)
+    with checks.seeded(seed):  # the weights too: the gradients must be large enough to be clipped
+        model, optimizer, trace = _spied_setup(mlp(n_in, 8, 3), lr=0.1)
     for call in (1, 2):
         name = f"clipped_train_step(MLP {n_in}-8-3, batch, optimizer, max_norm={max_norm}) [call {call}]"
-        returned = call_step(clipped_train_step, model, (x, y), optimizer, trace, name,
-                             "clipped_train_step", max_norm)
-        check_events(trace, ["forward", "backward", "step"], name, "clipped_train_step")
-        check_loss_value(returned, trace.outputs[0], y, name, "clipped_train_step")
-        expected, norm = clipped(delivered_grads(trace, model), max_norm)
+        returned = _call_step("check_clipped_update", clipped_train_step, model, (x, y), optimizer, trace,
+                              name, "clipped_train_step", max_norm)
+        _check_events(trace, ["forward", "backward", "step"], name, "clipped_train_step")
+        _check_loss_value(returned, trace.outputs[0], y, name, "clipped_train_step")
+        expected, norm = _clipped(_delivered_grads(trace, model), max_norm)
         checks.check_true(norm > max_norm, name=name, hint=HINTS["clipped_train_step"],
-                          expected={"es": "gradientes con norma mayor que max_norm (para ver el recorte)",
-                                    "en": "gradients whose norm exceeds max_norm (to see the clipping)"},
+                          expected=checks.both(
+                              "gradientes con norma mayor que max_norm (para ver el recorte)",
+                              "gradients whose norm exceeds max_norm (to see the clipping)"),
                           got=f"{norm:.4f}")
-        check_step_used(trace, model, expected, call, "clipped_train_step")
+        _check_step_used(trace, model, expected, call, "clipped_train_step")
 
 
 # ---------------------------------------------------------- exercise 3: logits_on_model_device
+@checks.keeps_random_state
 def check_logits_on_model_device(logits_on_model_device, lesson_device, seed=504, n_in=3, n_out=2, n=4):
     """A model on the CPU, on ``meta`` and on the lesson's device; the batch always on the CPU."""
-    g = seeded(seed)
     model = mlp(n_in, 5, n_out)
-    x = torch.randn(n, n_in, generator=g)
+    x = torch.randn(n, n_in, generator=checks.seeded_generator(seed))
     hint = HINTS["logits_on_model_device"]
     for target in [torch.device("cpu"), torch.device("meta"), torch.device(lesson_device)]:
         moved = copy.deepcopy(model).to(target)
@@ -326,11 +337,11 @@ def check_logits_on_model_device(logits_on_model_device, lesson_device, seed=504
         checks.check_device(got, target, name=name, hint=hint)
         checks.check_shape(got, (n, n_out), name=name, hint=hint)
         if target.type != "meta":
-            checks.check_close(got.cpu(), eval_outputs(model, x), name=name, hint=hint)
+            checks.check_close(got.cpu(), _eval_outputs(model, x), name=name, hint=hint)
 
 
 # ----------------------------------------------------------------------------- exercise 4: predict
-def saved_bytes_during(function, *args):
+def _saved_bytes_during(function, *args):
     """Run ``function(*args)``: its result, and the bytes autograd saved for a backward pass."""
     saved = []
 
@@ -343,35 +354,37 @@ def saved_bytes_during(function, *args):
     return result, sum(saved)
 
 
+@checks.keeps_random_state
 def check_predict(predict, seed=505, n_in=4, dropout=0.5, n=8):
     """A model in training mode: the output is the evaluation-mode one, with no graph at all."""
-    g = seeded(seed)
-    model = warmed_up(mlp(n_in, 32, 2, batchnorm=True, dropout=dropout), n_in, g)
+    g = checks.seeded_generator(seed)
+    model = _warmed_up(mlp(n_in, 32, 2, batchnorm=True, dropout=dropout), n_in, g)
     x = torch.randn(n, n_in, generator=g)
-    expected = eval_outputs(model, x)
+    expected = _eval_outputs(model, x)
     name = f"predict(MLP with BatchNorm and Dropout({dropout}), x)"
     hint = HINTS["predict"]
-    got, saved = checks.check_runs(saved_bytes_during, predict, model, x, name=name, hint=hint)
+    got, saved = checks.check_runs(_saved_bytes_during, predict, model, x, name=name, hint=hint)
     checks.check_close(got, expected, name=name, hint=hint)
     checks.check_equal(got.requires_grad, False, name=f"{name}.requires_grad", hint=hint)
     checks.check_true(got.grad_fn is None, name=f"{name}.grad_fn", hint=hint, expected="None",
                       got=str(got.grad_fn))
-    checks.check_equal(saved, 0, hint=hint, name={
-        "es": f"bytes que autograd guardó para una pasada hacia atrás durante {name}",
-        "en": f"bytes autograd saved for a backward pass during {name}"})
+    checks.check_equal(saved, 0, hint=hint, name=checks.both(
+        f"bytes que autograd guardó para una pasada hacia atrás durante {name}",
+        f"bytes autograd saved for a backward pass during {name}"))
 
 
 # -------------------------------------------------------------------- exercise 5: save_and_reload
-def small_model():
+def _small_model():
     return mlp(3, 6, 2, batchnorm=True)
 
 
-def check_save_and_reload(save_and_reload, make_model=small_model, n_in=3, seed=506,
+@checks.keeps_random_state
+def check_save_and_reload(save_and_reload, make_model=_small_model, n_in=3, seed=506,
                           label="MLP 3-6-2 with BatchNorm"):
     """The file is a state_dict readable with ``weights_only=True``; the new model has its values."""
-    torch.manual_seed(seed)
-    original = make_model()
-    original(torch.randn(10, n_in, generator=seeded(seed)))   # BatchNorm's statistics leave their defaults
+    with checks.seeded(seed):
+        original = make_model()
+    original(torch.randn(10, n_in, generator=checks.seeded_generator(seed)))   # BatchNorm's statistics move
     calls, loads = [], []
     real_load = torch.load
 
@@ -390,19 +403,20 @@ def check_save_and_reload(save_and_reload, make_model=small_model, n_in=3, seed=
         with mock.patch.object(torch, "load", spied_load):
             result = checks.check_runs(save_and_reload, original, counting_make_model, path, name=name,
                                        hint=hint)
-        stored, described = read_weights_only(path)
+        stored, described = _read_weights_only(path)
     checks.check_true(isinstance(stored, dict), name=f"torch.load(path) [{label}]", hint=hint, got=described,
-                      expected={"es": "un state_dict (dict nombre → tensor) legible con weights_only=True",
-                                "en": "a state_dict (dict name → tensor) readable with weights_only=True"})
-    checks.check_equal(len(calls), 1, name={"es": "llamadas a make_model()", "en": "calls to make_model()"},
+                      expected=checks.both(
+                          "un state_dict (dict nombre → tensor) legible con weights_only=True",
+                          "a state_dict (dict name → tensor) readable with weights_only=True"))
+    checks.check_equal(len(calls), 1, name=checks.both("llamadas a make_model()", "calls to make_model()"),
                        hint=hint)
-    checks.check_true(len(loads) >= 1, name={"es": "llamadas a torch.load", "en": "calls to torch.load"},
+    checks.check_true(len(loads) >= 1, name=checks.both("llamadas a torch.load", "calls to torch.load"),
                       hint=hint, got="0",
-                      expected={"es": "al menos una: los pesos se leen del archivo",
-                                "en": "at least one: the weights are read from the file"})
+                      expected=checks.both("al menos una: los pesos se leen del archivo",
+                                           "at least one: the weights are read from the file"))
     checks.check_true(isinstance(result, nn.Module) and result is not original, name=name, hint=hint,
-                      expected={"es": "el modelo nuevo que construyó make_model()",
-                                "en": "the new model make_model() built"},
+                      expected=checks.both("el modelo nuevo que construyó make_model()",
+                                           "the new model make_model() built"),
                       got=checks.describe(result))
     expected, loaded = original.state_dict(), result.state_dict()
     checks.check_equal(sorted(loaded), sorted(expected), name=f"sorted({name}.state_dict())", hint=hint)
@@ -410,7 +424,7 @@ def check_save_and_reload(save_and_reload, make_model=small_model, n_in=3, seed=
         checks.check_close(loaded[key], tensor, name=f"{name}.state_dict()[{key!r}]", hint=hint)
 
 
-def read_weights_only(path):
+def _read_weights_only(path):
     """What ``torch.load`` reads from ``path`` with its safe defaults, and how to show it."""
     try:
         stored = torch.load(path)
@@ -422,55 +436,58 @@ def read_weights_only(path):
 
 
 # ------------------------------------------------------------------------- exercise 6: Classifier
-def blobs_of(n, k, d, generator):
+def _blobs_of(n, k, d, generator):
     centers = 4 * torch.randn(k, d, generator=generator)
     y = torch.randint(0, k, (n,), generator=generator)
     return centers[y] + 0.5 * torch.randn(n, d, generator=generator), y
 
 
+@checks.keeps_random_state
 def check_classifier_learns(Classifier, seed=507, n_in=2, n_classes=3, steps=40):
     """Trained with ``F.cross_entropy``, the loss goes well below the floor a softmax would impose."""
-    torch.manual_seed(seed)
-    inputs, targets = blobs_of(48, n_classes, n_in, seeded(seed))
+    inputs, targets = _blobs_of(48, n_classes, n_in, checks.seeded_generator(seed))
     hint = HINTS["classifier"]
-    net = Classifier(n_in, 16, n_classes)
-    checks.check_shape(net(inputs), (len(inputs), n_classes), name=f"Classifier({n_in}, 16, {n_classes})(x)",
-                       hint=hint)
-    adam = torch.optim.Adam(net.parameters(), lr=0.05)
-    for _ in range(steps):
-        adam.zero_grad(set_to_none=True)
-        objective = F.cross_entropy(net(inputs), targets)
-        objective.backward()
-        adam.step()
+    with checks.seeded(seed):                  # the weights, and whatever the model draws as it trains
+        net = Classifier(n_in, 16, n_classes)
+        checks.check_shape(net(inputs), (len(inputs), n_classes),
+                           name=f"Classifier({n_in}, 16, {n_classes})(x)", hint=hint)
+        adam = torch.optim.Adam(net.parameters(), lr=0.05)
+        for _ in range(steps):
+            adam.zero_grad(set_to_none=True)
+            objective = F.cross_entropy(net(inputs), targets)
+            objective.backward()
+            adam.step()
     floor = math.log(1 + (n_classes - 1) / math.e)
     checks.check_true(objective.item() < floor / 2, hint=hint, got=f"{objective.item():.4f}",
-                      name={"es": f"pérdida tras {steps} pasos de Adam "
-                                  f"[{n_classes} clases, {n_in} características]",
-                            "en": f"loss after {steps} Adam steps [{n_classes} classes, {n_in} features]"},
-                      expected={"es": f"menos de {floor / 2:.3f} (con softmax dentro del modelo no baja "
-                                      f"de {floor:.3f})",
-                                "en": f"below {floor / 2:.3f} (with softmax inside the model it cannot go "
-                                      f"below {floor:.3f})"})
+                      name=checks.both(
+                          f"pérdida tras {steps} pasos de Adam [{n_classes} clases, {n_in} características]",
+                          f"loss after {steps} Adam steps [{n_classes} classes, {n_in} features]"),
+                      expected=checks.both(
+                          f"menos de {floor / 2:.3f} (con softmax dentro del modelo no baja de {floor:.3f})",
+                          f"below {floor / 2:.3f} (with softmax inside the model it cannot go "
+                          f"below {floor:.3f})"))
 
 
+@checks.keeps_random_state
 def check_predict_proba(Classifier, seed=508, n_in=4, n_classes=5, n=6):
     """Probabilities: positive rows that add up to 1, whose logs differ from the logits by a constant."""
-    torch.manual_seed(seed)
-    net = Classifier(n_in, 8, n_classes)
-    x = torch.randn(n, n_in, generator=seeded(seed))
+    x = torch.randn(n, n_in, generator=checks.seeded_generator(seed))
     name = f"Classifier({n_in}, 8, {n_classes}).predict_proba(x)"
     hint = HINTS["classifier"]
-    probabilities = checks.check_runs(net.predict_proba, x, name=name, hint=hint)
-    logits = net(x)
+    with checks.seeded(seed):
+        net = Classifier(n_in, 8, n_classes)
+        probabilities = checks.check_runs(net.predict_proba, x, name=name, hint=hint)
+        logits = net(x)
     checks.check_shape(probabilities, (n, n_classes), name=name, hint=hint)
     checks.check_close(probabilities.sum(dim=1), torch.ones(n), name=f"{name}.sum(dim=1)", hint=hint)
     shift = probabilities.log() - logits            # softmax only shifts each row of logits
     checks.check_close(shift - shift[:, :1], torch.zeros(n, n_classes), hint=hint,
-                       name={"es": f"log({name}) - logits, menos su primera columna",
-                             "en": f"log({name}) - logits, minus its first column"})
+                       name=checks.both(f"log({name}) - logits, menos su primera columna",
+                                        f"log({name}) - logits, minus its first column"))
 
 
 # -------------------------------------------------------------------- exercise 7: regression_loss
+@checks.keeps_random_state
 def check_regression_loss(regression_loss, pred, target, expected, expected_grad):
     """No warning, a scalar equal to ``expected``, and ``expected_grad`` with respect to ``pred``."""
     pred = pred.clone().requires_grad_(True)
@@ -480,16 +497,17 @@ def check_regression_loss(regression_loss, pred, target, expected, expected_grad
         warnings.simplefilter("always")
         got = checks.check_runs(regression_loss, pred, target, name=name, hint=hint)
     checks.check_equal([str(w.message) for w in caught], [], hint=hint,
-                       name={"es": f"avisos de {name}", "en": f"warnings from {name}"})
+                       name=checks.both(f"avisos de {name}", f"warnings from {name}"))
     checks.check_shape(got, (), name=name, hint=hint)
     checks.check_close(got, expected, name=name, hint=hint)
     (grad,) = checks.check_runs(torch.autograd.grad, got, pred, hint=hint,
-                                name={"es": f"gradiente de {name}", "en": f"gradient of {name}"})
+                                name=checks.both(f"gradiente de {name}", f"gradient of {name}"))
     checks.check_close(grad, expected_grad.reshape(pred.shape), hint=hint,
-                       name={"es": f"gradiente de {name} respecto a pred",
-                             "en": f"gradient of {name} with respect to pred"})
+                       name=checks.both(f"gradiente de {name} respecto a pred",
+                                        f"gradient of {name} with respect to pred"))
 
 
+@checks.keeps_random_state
 def check_regression_loss_by_hand(regression_loss):
     """pred 1, 2, 4 against target 1, 3, 2: squared errors 0, 1, 4, in every pair of shapes."""
     pred, target = torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 2.0])
@@ -500,11 +518,11 @@ def check_regression_loss_by_hand(regression_loss):
 
 
 # ------------------------------------------------------------------ exercise 8: train_epoch_fixed
-class Tag:
+class _Tag:
     """Hung on a loss's graph: it lives exactly as long as that graph."""
 
 
-class TaggingLoss:
+class _TaggingLoss:
     """Cross-entropy that tags each loss's graph and notes, at every batch, whether older graphs live."""
 
     def __init__(self):
@@ -513,7 +531,7 @@ class TaggingLoss:
     def __call__(self, output, target):
         value = F.cross_entropy(output, target)
         self.older_alive.append(self.alive(self.tags[:-1]))   # the previous batch's may still be alive
-        tag = Tag()
+        tag = _Tag()
         value.grad_fn.metadata["tag"] = tag
         self.tags.append(weakref.ref(tag))
         self.values.append(value.item())
@@ -526,32 +544,33 @@ class TaggingLoss:
         return sum(tag() is not None for tag in tags)
 
 
+@checks.keeps_random_state
 def check_train_epoch(train_epoch_fixed, seed=509, n_batches=5, n_in=2):
     """A step per batch (forward, clean backward, update), the mean loss, and no graph kept."""
-    g = seeded(seed)
+    g = checks.seeded_generator(seed)
     batches = [classification_batch(8, n_in, 3, g) for _ in range(n_batches)]
-    model, optimizer, trace = spied_setup(mlp(n_in, 8, 3), lr=0.1, old_gradients=False)
-    loss_fn = TaggingLoss()
+    model, optimizer, trace = _spied_setup(mlp(n_in, 8, 3), lr=0.1, old_gradients=False)
+    loss_fn = _TaggingLoss()
     name = f"train_epoch_fixed(MLP {n_in}-8-3, {n_batches} batches, loss_fn, optimizer)"
     hint = HINTS["train_epoch_fixed"]
-    with watching_gradients(model, trace), without_course_loops():
-        result = checks.check_runs(train_epoch_fixed, model, batches, loss_fn, optimizer, name=name,
-                                   hint=hint)
+    with _watching_gradients(model, trace):
+        result = _run("check_train_epoch", train_epoch_fixed, model, batches, loss_fn, optimizer, name=name,
+                      hint=hint)
     events = [event for event in trace.events if event != "step"]
     checks.check_equal(trace.events.count("step"), n_batches, hint=hint,
-                       name={"es": f"llamadas a step() [{name}]", "en": f"calls to step() [{name}]"})
+                       name=checks.both(f"llamadas a step() [{name}]", f"calls to step() [{name}]"))
     checks.check_true(events == ["forward", "backward"] * n_batches, name=name, hint=hint,
-                      expected={"es": f"por lote: {describe_events(['forward', 'backward'])}",
-                                "en": f"per batch: {describe_events(['forward', 'backward'])}"},
-                      got=describe_events(events))
+                      expected=checks.both(f"por lote: {_describe_events(['forward', 'backward'])}",
+                                           f"per batch: {_describe_events(['forward', 'backward'])}"),
+                      got=_describe_events(events))
     checks.check_type(result, float, name=name, hint=hint)
     checks.check_close(result, sum(loss_fn.values) / n_batches, name=name, hint=hint)
     checks.check_equal(max(loss_fn.older_alive), 0, hint=hint,
-                       name={"es": "grafos de lotes anteriores aún vivos durante la época",
-                             "en": "graphs of earlier batches still alive during the epoch"})
+                       name=checks.both("grafos de lotes anteriores aún vivos durante la época",
+                                        "graphs of earlier batches still alive during the epoch"))
     checks.check_equal(loss_fn.alive(loss_fn.tags), 0, hint=hint,
-                       name={"es": f"grafos aún vivos cuando {name} termina",
-                             "en": f"graphs still alive when {name} returns"})
+                       name=checks.both(f"grafos aún vivos cuando {name} termina",
+                                        f"graphs still alive when {name} returns"))
 
 
 def epoch_as_step(train_epoch):
@@ -564,40 +583,40 @@ def epoch_as_step(train_epoch):
 
 
 # --------------------------------------------------------------------- exercise 9: evaluate_fixed
+@checks.keeps_random_state
 def check_evaluate_accuracy(evaluate_fixed, seed=510, n_in=3, n_classes=4, dropout=0.5, n=40, training=True):
     """Labels built so that the evaluation-mode accuracy is known; no graph, BatchNorm untouched."""
-    g = seeded(seed)
-    model = warmed_up(mlp(n_in, 24, n_classes, batchnorm=True, dropout=dropout), n_in, g).train(training)
+    g = checks.seeded_generator(seed)
+    model = _warmed_up(mlp(n_in, 24, n_classes, batchnorm=True, dropout=dropout), n_in, g).train(training)
     x = torch.randn(n, n_in, generator=g)
-    predicted = eval_outputs(model, x).argmax(dim=1)
+    predicted = _eval_outputs(model, x).argmax(dim=1)
     right = torch.rand(n, generator=g) < 0.6
     y = torch.where(right, predicted, (predicted + 1) % n_classes)
     buffers = {key: value.clone() for key, value in model.named_buffers()}
     name = f"evaluate_fixed(MLP with BatchNorm and Dropout({dropout}), x, y)"
     hint = HINTS["evaluate_fixed"]
-    with without_course_loops():
-        got, saved = checks.check_runs(saved_bytes_during, evaluate_fixed, model, x, y, name=name, hint=hint)
+    with checks.shortcuts_off(SHORTCUTS["check_evaluate_accuracy"], evaluate_fixed, message=_LOOPS_OFF):
+        got, saved = checks.check_runs(_saved_bytes_during, evaluate_fixed, model, x, y, name=name, hint=hint)
     checks.check_type(got, float, name=name, hint=hint)
     checks.check_close(got, right.float().mean().item(), name=name, hint=hint)
     for key, value in model.named_buffers():
         checks.check_close(value, buffers[key], hint=hint,
-                           name={"es": f"{key} (BatchNorm no debe actualizarse al evaluar)",
-                                 "en": f"{key} (BatchNorm must not update while evaluating)"})
-    checks.check_equal(saved, 0, hint=hint, name={"es": f"bytes que autograd guardó durante {name}",
-                                                  "en": f"bytes autograd saved during {name}"})
+                           name=checks.both(f"{key} (BatchNorm no debe actualizarse al evaluar)",
+                                            f"{key} (BatchNorm must not update while evaluating)"))
+    checks.check_equal(saved, 0, hint=hint, name=checks.both(f"bytes que autograd guardó durante {name}",
+                                                             f"bytes autograd saved during {name}"))
 
 
+@checks.keeps_random_state
 def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, True)):
     """Whatever mode the model arrives in, it leaves in the same one, and so do its layers."""
-    g = seeded(seed)
     model = mlp(3, 8, 2, batchnorm=True, dropout=0.4)
-    x, y = classification_batch(10, 3, 2, g)
+    x, y = classification_batch(10, 3, 2, checks.seeded_generator(seed))
     for start in modes:
         model.train(start)
         mode = "train" if start else "eval"
-        with without_course_loops():
-            checks.check_runs(evaluate_fixed, model, x, y, name=f"evaluate_fixed [{mode}]",
-                              hint=HINTS["evaluate_fixed"])
+        _run("check_evaluate_restores_mode", evaluate_fixed, model, x, y, name=f"evaluate_fixed [{mode}]",
+             hint=HINTS["evaluate_fixed"])
         for key, module in [("model", model), ("model[1] (BatchNorm1d)", model[1]),
                             ("model[3] (Dropout)", model[3])]:
             checks.check_equal(module.training, start, name=f"{key}.training [{mode} → evaluate_fixed]",
@@ -605,39 +624,42 @@ def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, T
 
 
 # ------------------------------------------------------------- exercise 10: residual_block_fixed
-def block_and_grads(block, x, out_grad):
+def _block_and_grads(block, x, out_grad):
     """The block's output on ``x`` and its gradients with respect to x, fc.weight and fc.bias."""
     out = block(x)
     return out, torch.autograd.grad(out, [x, block.fc.weight, block.fc.bias], out_grad)
 
 
 @torch.no_grad()
-def set_linear(fc, weight, bias) -> None:
+def _set_linear(fc, weight, bias) -> None:
     fc.weight.copy_(weight)
     fc.bias.copy_(bias)
 
 
+@checks.keeps_random_state
 def check_block(ResidualBlockFixed, dim, x, expected, expected_grads, out_grad, *, set_weights=None):
     """Output, gradients and an untouched input; ``set_weights`` fixes fc for a hand-made case."""
     block = ResidualBlockFixed(dim)
     if set_weights is not None:
-        set_linear(block.fc, *set_weights)
+        _set_linear(block.fc, *set_weights)
     x = x.clone().requires_grad_(True)
     before = x.detach().clone()
     name = f"ResidualBlockFixed({dim})(x {tuple(x.shape)})"
     hint = HINTS["residual_block_fixed"]
-    out, grads = checks.check_runs(block_and_grads, block, x, out_grad, hint=hint,
-                                   name={"es": f"{name} y su pasada hacia atrás",
-                                         "en": f"{name} and its backward pass"})
+    out, grads = checks.check_runs(_block_and_grads, block, x, out_grad, hint=hint,
+                                   name=checks.both(f"{name} y su pasada hacia atrás",
+                                                    f"{name} and its backward pass"))
     checks.check_close(out, expected(block, x) if callable(expected) else expected, name=name, hint=hint)
-    checks.check_close(x.detach(), before, name={"es": f"x tras {name}", "en": f"x after {name}"}, hint=hint)
+    checks.check_unchanged(before, x.detach(), name=checks.both(f"x tras {name}", f"x after {name}"),
+                           hint=hint)
     wanted = expected_grads(block, x, out_grad) if callable(expected_grads) else expected_grads
     for label, got, want in zip(["x", "fc.weight", "fc.bias"], grads, wanted, strict=False):
         checks.check_close(got, want, hint=hint,
-                           name={"es": f"gradiente respecto a {label} [{name}]",
-                                 "en": f"gradient with respect to {label} [{name}]"})
+                           name=checks.both(f"gradiente respecto a {label} [{name}]",
+                                            f"gradient with respect to {label} [{name}]"))
 
 
+@checks.keeps_random_state
 def check_residual_by_hand(ResidualBlockFixed):
     """fc = 2·x + (0, −1) on two rows worked out by hand: one unit of each row passes the relu."""
     x = torch.tensor([[1.0, -2.0], [-0.5, 3.0]])
@@ -660,7 +682,7 @@ def grads_of(reference_forward):
 
 
 # ------------------------------------------------------------------- exercise 11: first_bad_step
-def scripted(losses):
+def _scripted(losses):
     """A train_step that returns the given losses one after another, and the list of its calls."""
     calls = []
 
@@ -671,18 +693,20 @@ def scripted(losses):
     return train_step, calls
 
 
+@checks.keeps_random_state
 def check_first_bad_step_scripted(first_bad_step, losses, max_steps, expected):
     """The first non-finite loss's step number (or None), and no call to train_step after it."""
-    step, calls = scripted(losses)
+    step, calls = _scripted(losses)
     shown = "[" + ", ".join(f"{float(v):g}" for v in losses[:max_steps]) + "]"
     name = f"first_bad_step(losses {shown}, max_steps={max_steps})"
     hint = HINTS["first_bad_step"]
     got = checks.check_runs(first_bad_step, step, None, None, None, max_steps, name=name, hint=hint)
     checks.check_equal(got, expected, name=name, hint=hint)
     checks.check_equal(len(calls), expected or max_steps, hint=hint,
-                       name={"es": f"llamadas a train_step [{name}]", "en": f"calls to train_step [{name}]"})
+                       name=checks.both(f"llamadas a train_step [{name}]", f"calls to train_step [{name}]"))
 
 
+@checks.keeps_random_state
 def check_first_bad_step_by_hand(first_bad_step):
     check_first_bad_step_scripted(first_bad_step, [0.9, 0.7, 3.5, float("inf"), float("nan"), 1.0], 6, 4)
     check_first_bad_step_scripted(first_bad_step, [torch.tensor(1.0), torch.tensor(0.5),
@@ -690,9 +714,10 @@ def check_first_bad_step_by_hand(first_bad_step):
     check_first_bad_step_scripted(first_bad_step, [1.0, 0.8, 0.6, 0.5, float("nan")], 4, None)
 
 
+@checks.keeps_random_state
 def check_first_bad_step_on_training(first_bad_step, seed=513, lr=0.05, max_steps=200):
     """Real training that diverges: the answer is the number of the first non-finite loss it returned."""
-    g = seeded(seed)
+    g = checks.seeded_generator(seed)
     x = torch.randn(32, 2, generator=g) * torch.tensor([1.0, 30.0])
     y = x @ torch.tensor([1.0, 0.1])
     returned = []
@@ -705,50 +730,51 @@ def check_first_bad_step_on_training(first_bad_step, seed=513, lr=0.05, max_step
         returned.append(error.item())
         return returned[-1]
 
-    torch.manual_seed(seed)
-    net = nn.Linear(2, 1)
     name = f"first_bad_step(real training, lr={lr}, max_steps={max_steps})"
     hint = HINTS["first_bad_step"]
-    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
-    got = checks.check_runs(first_bad_step, regression_step, net, (x, y), optimizer,
-                            max_steps, name=name, hint=hint)
+    with checks.seeded(seed):
+        net = nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+        got = checks.check_runs(first_bad_step, regression_step, net, (x, y), optimizer,
+                                max_steps, name=name, hint=hint)
     first = next((step for step, value in enumerate(returned, 1) if not math.isfinite(value)), None)
     checks.check_equal(got, first, name=name, hint=hint)
     checks.check_equal(len(returned), first or max_steps, hint=hint,
-                       name={"es": f"llamadas a train_step [{name}]", "en": f"calls to train_step [{name}]"})
+                       name=checks.both(f"llamadas a train_step [{name}]", f"calls to train_step [{name}]"))
 
 
 # ------------------------------------------------------------------ exercise 12: train_step_final
+@checks.keeps_random_state
 def check_final_step(train_step_final, seed=514, n_in=2, n_classes=3):
     """The model arrives in evaluation mode with old gradients: a clean training step, then the accuracy."""
-    x, y = classification_batch(16, n_in, n_classes, seeded(seed))
-    torch.manual_seed(seed)
-    model, optimizer, trace = spied_setup(mlp(n_in, 8, n_classes, batchnorm=True), lr=0.1)
-    model.train(False)                           # as the broken step of section 12 leaves it
+    x, y = classification_batch(16, n_in, n_classes, checks.seeded_generator(seed))
     hint = HINTS["train_step_final"]
-    for call in (1, 2, 3):
-        name = f"train_step_final(MLP with BatchNorm, batch, optimizer) [call {call}]"
-        result = call_step(train_step_final, model, (x, y), optimizer, trace, name, "train_step_final")
-        check_events(trace, ["forward", "backward", "step", "forward in eval+no graph"], name,
-                     "train_step_final")
-        checks.check_type(result, tuple, name=name, hint=hint)
-        checks.check_equal(len(result), 2, name=f"len({name})", hint=hint)
-        check_loss_value(result[0], trace.outputs[0], y, f"{name}[0]", "train_step_final")
-        checks.check_type(result[1], float, name=f"{name}[1]", hint=hint)
-        checks.check_close(result[1], hit_rate(trace.outputs[1], y), name=f"{name}[1]", hint=hint)
-        checks.check_equal(model.training, True, name=f"model.training [{name}]", hint=hint)
-        check_step_used(trace, model, delivered_grads(trace, model), call, "train_step_final")
+    with checks.seeded(seed):
+        model, optimizer, trace = _spied_setup(mlp(n_in, 8, n_classes, batchnorm=True), lr=0.1)
+        model.train(False)                           # as the broken step of section 12 leaves it
+        for call in (1, 2, 3):
+            name = f"train_step_final(MLP with BatchNorm, batch, optimizer) [call {call}]"
+            result = _call_step("check_final_step", train_step_final, model, (x, y), optimizer, trace, name,
+                                "train_step_final")
+            _check_events(trace, ["forward", "backward", "step", "forward in eval+no graph"], name,
+                          "train_step_final")
+            checks.check_type(result, tuple, name=name, hint=hint)
+            checks.check_equal(len(result), 2, name=f"len({name})", hint=hint)
+            _check_loss_value(result[0], trace.outputs[0], y, f"{name}[0]", "train_step_final")
+            checks.check_type(result[1], float, name=f"{name}[1]", hint=hint)
+            checks.check_close(result[1], _hit_rate(trace.outputs[1], y), name=f"{name}[1]", hint=hint)
+            checks.check_equal(model.training, True, name=f"model.training [{name}]", hint=hint)
+            _check_step_used(trace, model, _delivered_grads(trace, model), call, "train_step_final")
 
 
+@checks.keeps_random_state
 def check_diagnose_finds_nothing(train_step_final, seed=515, n_in=2, n_classes=3):
     """``course.diagnose`` watches a few steps on a model with BatchNorm and Dropout and sees no bug."""
-    from course.diagnose import diagnose
-
-    torch.manual_seed(seed)
-    batch = classification_batch(16, n_in, n_classes, seeded(seed))
-    model = nn.Sequential(nn.Linear(n_in, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.2),
-                          nn.Linear(8, n_classes))
-    found = diagnose(train_step_final, model, batch, show=False)
+    batch = classification_batch(16, n_in, n_classes, checks.seeded_generator(seed))
+    with checks.seeded(seed):                  # the weights, and what Dropout draws during the steps
+        model = nn.Sequential(nn.Linear(n_in, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.2),
+                              nn.Linear(8, n_classes))
+        found = diagnose(train_step_final, model, batch, show=False)
     checks.check_equal([finding.code for finding in found], [], hint=HINTS["train_step_final_diagnose"],
-                       name={"es": "hallazgos de diagnose(train_step_final, ...)",
-                             "en": "findings of diagnose(train_step_final, ...)"})
+                       name=checks.both("hallazgos de diagnose(train_step_final, ...)",
+                                        "findings of diagnose(train_step_final, ...)"))

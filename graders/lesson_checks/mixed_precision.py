@@ -14,7 +14,7 @@ import math
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from unittest import mock
 
 import torch
@@ -25,40 +25,43 @@ from course import amp, timing
 from graders import checks
 from graders.lesson_checks import lesson_texts
 
-# --------------------------------------------------------------------------------------------- hints
+__all__ = ["HINTS", "MORE_HINTS", "check_amp_train_step_autocast", "check_amp_train_step_clipping",
+           "check_amp_train_step_scaler", "check_amp_train_step_update", "check_autocast", "check_bytes",
+           "check_clipped_step", "check_concepts", "check_fate_of", "check_fenced_by_syncs",
+           "check_fp16_fate_shape", "check_fp16_fate_values", "check_median_of", "check_never_syncs",
+           "check_pick", "check_pick_amp_dtype", "check_pick_raises", "check_scaled_step", "check_skipped",
+           "check_skipped_step", "check_skipped_steps", "check_tensor_bytes", "check_time_per_call_median",
+           "check_time_per_call_synchronizes", "check_update", "run_amp_steps", "scales_of_a_run"]
+
+# --------------------------------------------------------------------------------------------- texts
 TEXTS = lesson_texts(__name__)
 HINTS = TEXTS.hints
 
 MORE_HINTS = TEXTS.more_hints
 
-CONCEPT_KEYS = TEXTS.concept_keys
+
+@checks.keeps_random_state
+def check_concepts(answers) -> None:
+    """The concept check's visible part: a dict of the statements' keys, each True or False."""
+    __tracebackhide__ = True
+    checks.check_concepts(answers, TEXTS)
 
 
 # ------------------------------------------------------------------------------ helpers switched off
-TIMING_HELPERS = [(timing, name) for name in
-                  ("synchronize", "stopwatch", "time_calls", "time_per_call", "benchmark_median")]
-TIMING_OFF = {
-    "es": "course.timing no está disponible dentro de esta comprobación: time_per_call debe hacer "
-          "su propia medida (lo dice el enunciado del ejercicio 1)",
-    "en": "course.timing is not available inside this check: time_per_call must do its own timing "
-          "(exercise 1's text says so)",
+# The course's helpers that do an exercise's work, switched off while its answer runs, by every
+# check that runs it: exercise 1 writes its own timing loop, exercise 2 its own arithmetic.
+_TIMING_HELPERS = [(timing, name) for name in
+                   ("synchronize", "stopwatch", "time_calls", "time_per_call", "benchmark_median")]
+SHORTCUTS = {
+    **dict.fromkeys(["check_time_per_call_median", "check_median_of", "check_time_per_call_synchronizes",
+                     "check_fenced_by_syncs", "check_never_syncs"], _TIMING_HELPERS),
+    **dict.fromkeys(["check_tensor_bytes", "check_bytes"], [(amp, "tensor_nbytes")]),
 }
-BYTES_OFF = {
-    "es": "course.amp.tensor_nbytes no está disponible dentro de esta comprobación: tensor_bytes debe "
-          "hacer la cuenta (lo dice el enunciado del ejercicio 2)",
-    "en": "course.amp.tensor_nbytes is not available inside this check: tensor_bytes must do the "
-          "arithmetic (exercise 2's text says so)",
-}
-
-
-def timing_helpers_off(student_function):
-    """``course.timing``'s helpers raise inside the block, in the course and in the notebook."""
-    return checks.switched_off(TIMING_HELPERS, TIMING_OFF, getattr(student_function, "__globals__", {}))
 
 
 # ------------------------------------------------------------------------------------ time_per_call
 @dataclass
-class TimingRun:
+class _TimingRun:
     """One call of a student's ``time_per_call``: what it returned and what happened, in order.
 
     ``events`` holds ``"call"`` (``fn()``), ``"sync"`` (``torch.cuda.synchronize``) and ``"clock"``
@@ -70,8 +73,9 @@ class TimingRun:
     events: list
 
 
-def watch_time_per_call(time_per_call, device, *, durations, warmup: int, hint) -> TimingRun:
-    """Call ``time_per_call(fn, device, repeats, warmup)`` on a simulated clock with spied waits.
+def _watch_time_per_call(check: str, time_per_call, device, *, durations, warmup: int, hint) -> _TimingRun:
+    """Call ``time_per_call(fn, device, repeats, warmup)`` on a simulated clock with spied waits, and
+    the helpers of ``check`` off.
 
     ``fn`` advances the clock by ``durations[k]`` on its k-th call, instantly; ``torch.cuda``'s
     synchronize only takes a note, so a CUDA device can be checked on any machine.
@@ -93,168 +97,195 @@ def watch_time_per_call(time_per_call, device, *, durations, warmup: int, hint) 
 
     label = f"time_per_call(fn, {device!r}, repeats={repeats}, warmup={warmup})"
     with mock.patch.object(time, "perf_counter", read_clock), \
-            mock.patch.object(torch.cuda, "synchronize", lambda *args, **kwargs: events.append("sync")), \
-            timing_helpers_off(time_per_call):
-        returned = checks.check_runs(time_per_call, fn, device, repeats=repeats, warmup=warmup,
-                                     name=label, hint=hint)
-    return TimingRun(label, returned, events)
+            mock.patch.object(torch.cuda, "synchronize", lambda *args, **kwargs: events.append("sync")):
+        returned = checks.run_answer(time_per_call, fn, device, repeats=repeats, warmup=warmup,
+                                     name=label, hint=hint, shortcuts=SHORTCUTS[check])
+    return _TimingRun(label, returned, events)
 
 
-def _check_calls_of_fn(run: TimingRun, expected: int, hint) -> None:
+def _check_calls_of_fn(run: _TimingRun, expected: int, hint) -> None:
     checks.check_equal(run.events.count("call"), expected, hint=hint,
-                       name={"es": f"{run.label}: llamadas a fn", "en": f"{run.label}: calls of fn"})
+                       name=checks.both(f"{run.label}: llamadas a fn", f"{run.label}: calls of fn"))
 
 
+@checks.keeps_random_state
 def check_median_of(time_per_call, *, warmup: int, timed, expected: float) -> None:
     """The median of the timed calls, warm-up excluded: warm-up calls take 60 s each here."""
+    _median_of("check_median_of", time_per_call, warmup=warmup, timed=timed, expected=expected)
+
+
+def _median_of(check: str, time_per_call, *, warmup: int, timed, expected: float) -> None:
     hint = HINTS["time_per_call"]
-    run = watch_time_per_call(time_per_call, "cpu", durations=[60.0] * warmup + list(timed),
-                              warmup=warmup, hint=hint)
+    run = _watch_time_per_call(check, time_per_call, "cpu", durations=[60.0] * warmup + list(timed),
+                               warmup=warmup, hint=hint)
     _check_calls_of_fn(run, warmup + len(timed), hint)
     checks.check_type(run.returned, float, name=run.label, hint=hint)
     shown = ", ".join(f"{t:g}" for t in timed)
     checks.check_close(run.returned, expected, rtol=1e-9, atol=1e-9, hint=hint,
-                       name={"es": f"{run.label} con llamadas medidas de {shown} s "
-                                   f"(cada llamada de calentamiento tarda 60 s)",
-                             "en": f"{run.label} with timed calls of {shown} s "
-                                   f"(each warm-up call takes 60 s)"})
+                       name=checks.both(f"{run.label} con llamadas medidas de {shown} s "
+                                        f"(cada llamada de calentamiento tarda 60 s)",
+                                        f"{run.label} with timed calls of {shown} s "
+                                        f"(each warm-up call takes 60 s)"))
 
 
+@checks.keeps_random_state
 def check_time_per_call_median(time_per_call) -> None:
     """Visible: an odd count with one slow call somewhere, and an even count (worked out by hand)."""
     generator = checks.fresh_generator()
     usual = round(0.001 + 0.05 * float(torch.rand((), generator=generator)), 4)
     timed = [usual] * 5
     timed[int(torch.randint(0, 5, (), generator=generator))] = 0.5      # one slow call
-    check_median_of(time_per_call, warmup=int(torch.randint(1, 4, (), generator=generator)),
-                    timed=timed, expected=usual)
-    check_median_of(time_per_call, warmup=2, timed=[0.02, 0.3, 0.04, 0.01], expected=0.03)
+    check = "check_time_per_call_median"
+    _median_of(check, time_per_call, warmup=int(torch.randint(1, 4, (), generator=generator)), timed=timed,
+               expected=usual)
+    _median_of(check, time_per_call, warmup=2, timed=[0.02, 0.3, 0.04, 0.01], expected=0.03)
 
 
+@checks.keeps_random_state
 def check_fenced_by_syncs(time_per_call, device, *, repeats: int, warmup: int) -> None:
     """On a CUDA device: wait, read the clock, call, wait, read the clock, for every timed call."""
+    _fenced_by_syncs("check_fenced_by_syncs", time_per_call, device, repeats=repeats, warmup=warmup)
+
+
+def _fenced_by_syncs(check: str, time_per_call, device, *, repeats: int, warmup: int) -> None:
     hint = HINTS["time_per_call_sync"]
-    run = watch_time_per_call(time_per_call, device, durations=[0.01] * (warmup + repeats),
-                              warmup=warmup, hint=hint)
+    run = _watch_time_per_call(check, time_per_call, device, durations=[0.01] * (warmup + repeats),
+                               warmup=warmup, hint=hint)
     _check_calls_of_fn(run, warmup + repeats, hint)
     events = run.events
     calls = [i for i, event in enumerate(events) if event == "call"][warmup:]
     fenced = all(events[i - 2:i] == ["sync", "clock"] and events[i + 1:i + 3] == ["sync", "clock"]
                  for i in calls)
     checks.check_true(fenced, hint=hint,
-                      name={"es": f"{run.label}: orden de los sucesos",
-                            "en": f"{run.label}: order of events"},
-                      expected={"es": "sync clock call sync clock en cada llamada medida (sync: "
-                                      "torch.cuda.synchronize; clock: time.perf_counter; call: fn())",
-                                "en": "sync clock call sync clock for every timed call (sync: "
-                                      "torch.cuda.synchronize; clock: time.perf_counter; call: fn())"},
+                      name=checks.both(f"{run.label}: orden de los sucesos", f"{run.label}: order of events"),
+                      expected=checks.both("sync clock call sync clock en cada llamada medida (sync: "
+                                           "torch.cuda.synchronize; clock: time.perf_counter; call: fn())",
+                                           "sync clock call sync clock for every timed call (sync: "
+                                           "torch.cuda.synchronize; clock: time.perf_counter; call: fn())"),
                       got=" ".join(events))
 
 
+@checks.keeps_random_state
 def check_never_syncs(time_per_call, device, *, repeats: int, warmup: int) -> None:
     """On any device but CUDA there is nothing to wait for."""
+    _never_syncs("check_never_syncs", time_per_call, device, repeats=repeats, warmup=warmup)
+
+
+def _never_syncs(check: str, time_per_call, device, *, repeats: int, warmup: int) -> None:
     hint = HINTS["time_per_call_sync"]
-    run = watch_time_per_call(time_per_call, device, durations=[0.01] * (warmup + repeats),
-                              warmup=warmup, hint=hint)
+    run = _watch_time_per_call(check, time_per_call, device, durations=[0.01] * (warmup + repeats),
+                               warmup=warmup, hint=hint)
     _check_calls_of_fn(run, warmup + repeats, hint)
     checks.check_equal(run.events.count("sync"), 0, hint=hint,
-                       name={"es": f"{run.label}: llamadas a torch.cuda.synchronize",
-                             "en": f"{run.label}: calls of torch.cuda.synchronize"})
+                       name=checks.both(f"{run.label}: llamadas a torch.cuda.synchronize",
+                                        f"{run.label}: calls of torch.cuda.synchronize"))
 
 
+@checks.keeps_random_state
 def check_time_per_call_synchronizes(time_per_call) -> None:
-    check_fenced_by_syncs(time_per_call, torch.device("cuda"), repeats=3, warmup=2)
-    check_never_syncs(time_per_call, "cpu", repeats=3, warmup=1)
+    check = "check_time_per_call_synchronizes"
+    _fenced_by_syncs(check, time_per_call, torch.device("cuda"), repeats=3, warmup=2)
+    _never_syncs(check, time_per_call, "cpu", repeats=3, warmup=1)
 
 
 # ------------------------------------------------------------------------------------- tensor_bytes
-def bytes_of(tensor_bytes, shape, dtype) -> int:
-    """``tensor_bytes(shape, dtype)``, run with ``course.amp.tensor_nbytes`` switched off; an int."""
+def _bytes_of(check: str, tensor_bytes, shape, dtype) -> int:
+    """``tensor_bytes(shape, dtype)``, run with the helpers of ``check`` off; an int."""
     hint = HINTS["tensor_bytes"]
     label = f"tensor_bytes({tuple(shape)}, {dtype})"
-    with checks.switched_off([(amp, "tensor_nbytes")], BYTES_OFF, getattr(tensor_bytes, "__globals__", {})):
-        got = checks.check_runs(tensor_bytes, shape, dtype, name=label, hint=hint)
+    got = checks.run_answer(tensor_bytes, shape, dtype, name=label, hint=hint, shortcuts=SHORTCUTS[check])
     checks.check_type(got, int, name=label, hint=hint)
     return got
 
 
-def check_bytes(tensor_bytes, shape, dtype, expected: int) -> None:
-    checks.check_equal(bytes_of(tensor_bytes, shape, dtype), expected, hint=HINTS["tensor_bytes"],
+def _bytes_are(check: str, tensor_bytes, shape, dtype, expected: int) -> None:
+    checks.check_equal(_bytes_of(check, tensor_bytes, shape, dtype), expected, hint=HINTS["tensor_bytes"],
                        name=f"tensor_bytes({tuple(shape)}, {dtype})")
 
 
+@checks.keeps_random_state
+def check_bytes(tensor_bytes, shape, dtype, expected: int) -> None:
+    _bytes_are("check_bytes", tensor_bytes, shape, dtype, expected)
+
+
+@checks.keeps_random_state
 def check_tensor_bytes(tensor_bytes) -> None:
     """Cases worked out by hand, then how the bytes of a random shape grow with it."""
+    check = "check_tensor_bytes"
     for shape, dtype, expected in [((1024, 1024), torch.float32, 4 * 2**20),
                                    ((1024, 1024), torch.bfloat16, 2 * 2**20),
                                    ((3, 224, 224), torch.float16, 301056), ((), torch.float64, 8),
                                    ((65536, 65536, 4096), torch.float16, 2**45)]:   # 32 TiB: never allocated
-        check_bytes(tensor_bytes, shape, dtype, expected)
+        _bytes_are(check, tensor_bytes, shape, dtype, expected)
     generator = checks.fresh_generator()
     shape = tuple(torch.randint(1, 300, (int(torch.randint(1, 4, (), generator=generator)),),
                                 generator=generator).tolist())
     extra = int(torch.randint(2, 50, (), generator=generator))
-    base = bytes_of(tensor_bytes, shape, torch.float16)
+    base = _bytes_of(check, tensor_bytes, shape, torch.float16)
     for grown, dtype, factor in [((*shape, extra), torch.float16, extra),
                                  ((extra, *shape), torch.float16, extra),
                                  (shape, torch.float32, 2), (shape, torch.float64, 4),
                                  (shape, torch.int8, 0.5)]:
-        check_bytes(tensor_bytes, grown, dtype, int(base * factor))
+        _bytes_are(check, tensor_bytes, grown, dtype, int(base * factor))
 
 
 # ---------------------------------------------------------------------------------------- fp16_fate
-OK, LOSES_BITS, BECOMES_ZERO, BECOMES_INF = 0, 1, 2, 3
+_OK, _LOSES_BITS, _BECOMES_ZERO, _BECOMES_INF = 0, 1, 2, 3
 # |value| ranges well inside each fate, read off torch.finfo(torch.float16) (see section 3):
 # normal numbers from 6.1e-5 to 65504; subnormal down to 2^-24 ≈ 6e-8; zero below half of that.
-FATE_BANDS = {OK: (1e-4, 6e4), LOSES_BITS: (1e-7, 5e-5), BECOMES_ZERO: (1e-12, 2.5e-8),
-              BECOMES_INF: (7e4, 1e30)}
+_FATE_BANDS = {_OK: (1e-4, 6e4), _LOSES_BITS: (1e-7, 5e-5), _BECOMES_ZERO: (1e-12, 2.5e-8),
+               _BECOMES_INF: (7e4, 1e30)}
 
 
-def values_with_known_fates(count: int, generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _values_with_known_fates(count: int, generator) -> tuple[torch.Tensor, torch.Tensor]:
     """``count`` float32 values drawn log-uniformly inside the fate bands, random signs, some zeros."""
     fates = torch.randint(0, 4, (count,), generator=generator)
-    low = torch.tensor([math.log10(FATE_BANDS[int(f)][0]) for f in fates], dtype=torch.float64)
-    high = torch.tensor([math.log10(FATE_BANDS[int(f)][1]) for f in fates], dtype=torch.float64)
+    low = torch.tensor([math.log10(_FATE_BANDS[int(f)][0]) for f in fates], dtype=torch.float64)
+    high = torch.tensor([math.log10(_FATE_BANDS[int(f)][1]) for f in fates], dtype=torch.float64)
     magnitudes = 10 ** (low + (high - low) * torch.rand(count, generator=generator, dtype=torch.float64))
     signs = torch.where(torch.rand(count, generator=generator) < 0.5, -1.0, 1.0).double()
     values = (signs * magnitudes).float()
     zeros = torch.rand(count, generator=generator) < 0.1
     values[zeros] = 0.0
-    fates[zeros] = OK
+    fates[zeros] = _OK
     return values, fates
 
 
+@checks.keeps_random_state
 def check_fate_of(fp16_fate, values, expected, *, name, hint=None) -> None:
     hint = hint or HINTS["fp16_fate"]
     got = checks.check_runs(fp16_fate, values.clone(), name=name, hint=hint)
     checks.check_close(got, expected, name=name, hint=hint)
 
 
+@checks.keeps_random_state
 def check_fp16_fate_values(fp16_fate) -> None:
     """A row worked out by hand (4e-8 rounds up to fp16's smallest subnormal), then random values."""
     values = torch.tensor([0.0, 1.0, -3e4, 7e4, -1e5, 1e-3, 3e-5, -1e-5, 1e-7, 4e-8, -2e-8, 1e-12, 1e30])
     shown = ", ".join(f"{v:g}" for v in values.tolist())
     check_fate_of(fp16_fate, values, torch.tensor([0, 0, 0, 3, 3, 0, 1, 1, 1, 1, 2, 2, 3]),
                   name=f"fp16_fate(torch.tensor([{shown}]))")
-    values, fates = values_with_known_fates(40, checks.fresh_generator())
+    values, fates = _values_with_known_fates(40, checks.fresh_generator())
     check_fate_of(fp16_fate, values, fates,
-                  name={"es": f"fp16_fate(40 valores al azar: {values.tolist()})",
-                        "en": f"fp16_fate(40 random values: {values.tolist()})"})
+                  name=checks.both(f"fp16_fate(40 valores al azar: {values.tolist()})",
+                                   f"fp16_fate(40 random values: {values.tolist()})"))
 
 
+@checks.keeps_random_state
 def check_fp16_fate_shape(fp16_fate) -> None:
     """An int64 answer with the input's shape: a 2×2 grid worked out by hand, a random 3×4×5 one."""
     hint = HINTS["fp16_fate_shape"]
     grid = torch.tensor([[1e-9, 2.0], [80000.0, -5e-6]])
     check_fate_of(fp16_fate, grid, torch.tensor([[2, 0], [3, 1]]), hint=hint,
                   name="fp16_fate(torch.tensor([[1e-9, 2.0], [80000.0, -5e-6]]))")
-    values, fates = values_with_known_fates(60, checks.fresh_generator())
+    values, fates = _values_with_known_fates(60, checks.fresh_generator())
     check_fate_of(fp16_fate, values.reshape(3, 4, 5), fates.reshape(3, 4, 5), hint=hint,
-                  name={"es": "fp16_fate(valores al azar de forma (3, 4, 5))",
-                        "en": "fp16_fate(random values of shape (3, 4, 5))"})
+                  name=checks.both("fp16_fate(valores al azar de forma (3, 4, 5))",
+                                   "fp16_fate(random values of shape (3, 4, 5))"))
 
 
 # ----------------------------------------------------------------------------------- pick_amp_dtype
+@checks.keeps_random_state
 def check_pick(pick_amp_dtype, device, expected, *, bf16_supported=None, gpu_says=None) -> None:
     """``pick_amp_dtype(device, bf16_supported)``, with the GPU's answer simulated as ``gpu_says``.
 
@@ -263,21 +294,23 @@ def check_pick(pick_amp_dtype, device, expected, *, bf16_supported=None, gpu_say
     hint = HINTS["pick_amp_dtype"]
     label = f"pick_amp_dtype({device!r}, bf16_supported={bf16_supported!r})"
     if gpu_says is not None:
-        label += f" {checks.say({'es': 'con', 'en': 'with'})} torch.cuda.is_bf16_supported() → {gpu_says}"
+        label += f" {checks.say(checks.both('con', 'with'))} torch.cuda.is_bf16_supported() → {gpu_says}"
     with mock.patch.object(torch.cuda, "is_bf16_supported", return_value=gpu_says) as asked:
         got = checks.check_runs(pick_amp_dtype, device, bf16_supported=bf16_supported, name=label, hint=hint)
     checks.check_equal(got, expected, name=label, hint=hint)
     if bf16_supported is not None:
         checks.check_equal(asked.call_count, 0, hint=hint,
-                           name={"es": f"{label}: preguntas a torch.cuda.is_bf16_supported()",
-                                 "en": f"{label}: questions to torch.cuda.is_bf16_supported()"})
+                           name=checks.both(f"{label}: preguntas a torch.cuda.is_bf16_supported()",
+                                            f"{label}: questions to torch.cuda.is_bf16_supported()"))
 
 
+@checks.keeps_random_state
 def check_pick_raises(pick_amp_dtype, device) -> None:
     checks.check_raises(pick_amp_dtype, ValueError, device, name=f"pick_amp_dtype({device!r})",
                         hint=HINTS["pick_amp_dtype"])
 
 
+@checks.keeps_random_state
 def check_pick_amp_dtype(pick_amp_dtype) -> None:
     check_pick(pick_amp_dtype, "cpu", torch.bfloat16)
     check_pick(pick_amp_dtype, torch.device("cpu"), torch.bfloat16)
@@ -288,10 +321,10 @@ def check_pick_amp_dtype(pick_amp_dtype) -> None:
 
 
 # ----------------------------------------------------------------------------------- amp_train_step
-LEARNING_RATE = 0.1
+_LEARNING_RATE = 0.1
 
 
-class Parcel:
+class _Parcel:
     """A batch tensor that reaches the model only through ``.to(...)``, which notes the device."""
 
     def __init__(self, tensor: torch.Tensor, moves: list):
@@ -304,11 +337,11 @@ class Parcel:
 
 def _refuse_unmoved(value, what: str) -> None:
     if not isinstance(value, torch.Tensor):
-        problem = checks.say({"es": "no se movió al dispositivo", "en": "was not moved to the device"})
+        problem = checks.say(checks.both("no se movió al dispositivo", "was not moved to the device"))
         checks.fail(what, problem, "torch.Tensor", checks.describe(value), HINTS["amp_train_step_update"])
 
 
-class Gate(nn.Module):
+class _Gate(nn.Module):
     """The model's first layer: refuses inputs that did not go through ``.to(device)``."""
 
     def forward(self, x):
@@ -316,7 +349,7 @@ class Gate(nn.Module):
         return x
 
 
-class Probe(nn.Module):
+class _Probe(nn.Module):
     """Passes its input on and notes whether autocast is on, with which dtype, and the input's dtype."""
 
     def __init__(self, log: list):
@@ -331,7 +364,7 @@ class Probe(nn.Module):
 
 
 @dataclass
-class LossCall:
+class _LossCall:
     """A call of the spied loss: autocast's state, the loss's value and its own gradients."""
 
     autocast: tuple
@@ -339,7 +372,7 @@ class LossCall:
     grads: list
 
 
-def spy_loss(log: list, base, params, factor: float = 1.0):
+def _spy_loss(log: list, base, params, factor: float = 1.0):
     """``base(outputs, targets) * factor``, noting autocast's state and the gradient of that loss."""
     def loss_fn(outputs, targets):
         _refuse_unmoved(targets, "targets")
@@ -348,42 +381,13 @@ def spy_loss(log: list, base, params, factor: float = 1.0):
         loss = base(outputs, targets) * factor
         with torch.autocast(kind, enabled=False):
             grads = torch.autograd.grad(loss, params, retain_graph=True)
-        log.append(LossCall((on, torch.get_autocast_dtype(kind) if on else None), loss.item(),
-                            [g.detach().clone() for g in grads]))
+        log.append(_LossCall((on, torch.get_autocast_dtype(kind) if on else None), loss.item(),
+                             [g.detach().clone() for g in grads]))
         return loss
     return loss_fn
 
 
-@dataclass
-class StepView:
-    """What the optimizer step saw: the gradients, and the weights before and after it."""
-
-    grads: list
-    before: list
-    after: list = field(default_factory=list)
-
-
-def _snapshot(params, what: str) -> list:
-    return [None if getattr(p, what) is None else getattr(p, what).detach().clone() for p in params]
-
-
-class SpySGD(torch.optim.SGD):
-    """Plain SGD that keeps a :class:`StepView` of each of its steps."""
-
-    def __init__(self, params, lr: float):
-        super().__init__(params, lr=lr)
-        self.views = []
-
-    def step(self, closure=None):
-        params = [p for group in self.param_groups for p in group["params"]]
-        view = StepView(grads=_snapshot(params, "grad"), before=_snapshot(params, "data"))
-        result = super().step(closure)
-        view.after = _snapshot(params, "data")
-        self.views.append(view)
-        return result
-
-
-class SpyScaler(torch.amp.GradScaler):
+class _SpyScaler(torch.amp.GradScaler):
     """A real GradScaler on the CPU that notes the calls it gets, in order."""
 
     def __init__(self, log: list, **kwargs):
@@ -414,7 +418,7 @@ class SpyScaler(torch.amp.GradScaler):
 
 
 @dataclass
-class StepRecord:
+class _AmpStep:
     """One call of a student's ``amp_train_step`` under the spies, and what it should have done."""
 
     where: str
@@ -429,11 +433,11 @@ class StepRecord:
     after: list
     scale_before: float
     scale_after: float
-    view: StepView | None             # the optimizer's step; None if it took none
+    optimizer_step: checks.StepRecord | None   # what the optimizer's step saw; None if it took none
 
     @property
     def loss_calls(self) -> list:
-        return [entry for entry in self.log if isinstance(entry, LossCall)]
+        return [entry for entry in self.log if isinstance(entry, _LossCall)]
 
     @property
     def scaler_calls(self) -> list:
@@ -447,24 +451,25 @@ def _describe_scaler(scaler_kwargs) -> str:
     return f"GradScaler({arguments})"
 
 
+@checks.keeps_random_state
 def run_amp_steps(amp_train_step, *, seed: int, dtype, base=F.cross_entropy, widths=(6, 10, 3),
                   steps: int = 2, device="cpu", max_norm=None, overflow: bool = False,
-                  scaler_kwargs=None, parcels: bool = False) -> list[StepRecord]:
+                  scaler_kwargs=None, parcels: bool = False) -> list[_AmpStep]:
     """Call ``amp_train_step`` ``steps`` times on a spied model, SGD and scaler; one record per call.
 
     ``overflow`` makes the loss infinite, so every gradient overflows; ``parcels`` hands the batch
-    over as :class:`Parcel` objects, so that only moved tensors reach the model.
+    over as :class:`_Parcel` objects, so that only moved tensors reach the model.
     """
     scaler_kwargs = {"enabled": False} if scaler_kwargs is None else scaler_kwargs
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
+    generator = checks.seeded_generator(seed)
     log = []
-    model = nn.Sequential(Gate(), nn.Linear(widths[0], widths[1]), Probe(log), nn.ReLU(),
-                          nn.Linear(widths[1], widths[2]))
+    with checks.seeded(seed):
+        model = nn.Sequential(_Gate(), nn.Linear(widths[0], widths[1]), _Probe(log), nn.ReLU(),
+                              nn.Linear(widths[1], widths[2]))
     params = list(model.parameters())
-    optimizer = SpySGD(params, lr=LEARNING_RATE)
-    scaler = SpyScaler(log, **scaler_kwargs)
-    loss_fn = spy_loss(log, base, params, factor=math.inf if overflow else 1.0)
+    optimizer = checks.SpySGD(params, lr=_LEARNING_RATE)
+    scaler = _SpyScaler(log, **scaler_kwargs)
+    loss_fn = _spy_loss(log, base, params, factor=math.inf if overflow else 1.0)
     label = (f"amp_train_step(model, batch, loss_fn, optimizer, {_describe_scaler(scaler_kwargs)}, "
              f"{device!r}, {dtype}, max_norm={max_norm!r})")
     records = []
@@ -473,96 +478,100 @@ def run_amp_steps(amp_train_step, *, seed: int, dtype, base=F.cross_entropy, wid
         targets = (torch.randint(0, widths[2], (12,), generator=generator) if base is F.cross_entropy
                    else torch.randn(12, widths[2], generator=generator))
         moves = []
-        batch = (Parcel(inputs, moves), Parcel(targets, moves)) if parcels else (inputs, targets)
+        batch = (_Parcel(inputs, moves), _Parcel(targets, moves)) if parcels else (inputs, targets)
         log.clear()
-        steps_before, scale_before = len(optimizer.views), scaler.get_scale()
-        before = _snapshot(params, "data")
+        steps_before, scale_before = len(optimizer.steps), scaler.get_scale()
+        before = [p.detach().clone() for p in params]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             returned = checks.check_runs(amp_train_step, model, batch, loss_fn, optimizer, scaler, device,
                                          dtype, max_norm=max_norm, name=label, hint=HINTS["amp_train_step"])
-        word = checks.say({"es": "paso", "en": "step"})
-        records.append(StepRecord(
+        word = checks.say(checks.both("paso", "step"))
+        records.append(_AmpStep(
             where=f"{label}, {word} {step + 1}", dtype=dtype, max_norm=max_norm, device=device,
             log=list(log), returned=returned, moves=moves, caught=[str(w.message) for w in caught],
-            before=before, after=_snapshot(params, "data"), scale_before=scale_before,
+            before=before, after=[p.detach().clone() for p in params], scale_before=scale_before,
             scale_after=scaler.get_scale(),
-            view=optimizer.views[-1] if len(optimizer.views) > steps_before else None))
+            optimizer_step=optimizer.steps[-1] if len(optimizer.steps) > steps_before else None))
     return records
 
 
-def _name(where: str, es: str, en: str) -> dict:
-    return {"es": f"{where}: {es}", "en": f"{where}: {en}"}
-
-
-def _one_loss_call(record: StepRecord, hint) -> LossCall:
+def _one_loss_call(record: _AmpStep, hint) -> _LossCall:
     checks.check_equal(len(record.loss_calls), 1, hint=hint,
-                       name=_name(record.where, "llamadas a loss_fn", "calls of loss_fn"))
+                       name=checks.both(f"{record.where}: llamadas a loss_fn",
+                                        f"{record.where}: calls of loss_fn"))
     return record.loss_calls[0]
 
 
-def check_autocast(record: StepRecord) -> None:
+@checks.keeps_random_state
+def check_autocast(record: _AmpStep) -> None:
     """The forward pass and the loss ran under autocast with ``dtype``, or without it for float32."""
     hint = HINTS["amp_train_step"]
+    where = record.where
     on = record.dtype != torch.float32
     state = (on, record.dtype if on else None)
     forwards = [entry for entry in record.log if isinstance(entry, tuple)]
     checks.check_equal(len(forwards), 1, hint=hint,
-                       name=_name(record.where, "pasadas hacia delante", "forward passes"))
+                       name=checks.both(f"{where}: pasadas hacia delante", f"{where}: forward passes"))
     checks.check_equal(forwards[0][1:3], state, hint=hint,
-                       name=_name(record.where, "(autocast activo, su dtype) durante model(inputs)",
-                                  "(autocast enabled, its dtype) during model(inputs)"))
+                       name=checks.both(f"{where}: (autocast activo, su dtype) durante model(inputs)",
+                                        f"{where}: (autocast enabled, its dtype) during model(inputs)"))
     checks.check_equal(forwards[0][3], record.dtype, hint=hint,
-                       name=_name(record.where, "dtype de la salida de la primera capa lineal",
-                                  "dtype of the first linear layer's output"))
+                       name=checks.both(f"{where}: dtype de la salida de la primera capa lineal",
+                                        f"{where}: dtype of the first linear layer's output"))
     checks.check_equal(_one_loss_call(record, hint).autocast, state, hint=hint,
-                       name=_name(record.where, "(autocast activo, su dtype) durante loss_fn",
-                                  "(autocast enabled, its dtype) during loss_fn"))
-    checks.check_equal(record.caught, [], hint=hint, name=_name(record.where, "avisos", "warnings"))
+                       name=checks.both(f"{where}: (autocast activo, su dtype) durante loss_fn",
+                                        f"{where}: (autocast enabled, its dtype) during loss_fn"))
+    checks.check_equal(record.caught, [], hint=hint,
+                       name=checks.both(f"{where}: avisos", f"{where}: warnings"))
 
 
-def _check_moved(record: StepRecord, hint) -> None:
+def _check_moved(record: _AmpStep, hint) -> None:
     wanted = torch.device(record.device)
     checks.check_equal([None if d is None else torch.device(d) for d in record.moves], [wanted, wanted],
-                       hint=hint, name=_name(record.where, "a dónde se movieron inputs y targets",
-                                             "where inputs and targets were moved"))
+                       hint=hint, name=checks.both(f"{record.where}: a dónde se movieron inputs y targets",
+                                                   f"{record.where}: where inputs and targets were moved"))
 
 
-def _optimizer_step(record: StepRecord, hint) -> StepView:
-    checks.check_true(record.view is not None, hint=hint,
-                      expected={"es": "un paso del optimizador", "en": "one optimizer step"},
-                      got={"es": "ninguno", "en": "none"},
-                      name=_name(record.where, "pasos del optimizador", "optimizer steps"))
-    for i, grad in enumerate(record.view.grads):
-        checks.check_true(grad is not None, expected={"es": "un gradiente", "en": "a gradient"}, got="None",
+def _optimizer_step(record: _AmpStep, hint) -> checks.StepRecord:
+    where = record.where
+    checks.check_true(record.optimizer_step is not None, hint=hint,
+                      expected=checks.both("un paso del optimizador", "one optimizer step"),
+                      got=checks.both("ninguno", "none"),
+                      name=checks.both(f"{where}: pasos del optimizador", f"{where}: optimizer steps"))
+    for i, grad in enumerate(record.optimizer_step.grads):
+        checks.check_true(grad is not None, expected=checks.both("un gradiente", "a gradient"), got="None",
                           hint=hint,
-                          name=_name(record.where, f".grad del parámetro {i} en el paso del optimizador",
-                                     f".grad of parameter {i} at the optimizer step"))
-    return record.view
+                          name=checks.both(f"{where}: .grad del parámetro {i} en el paso del optimizador",
+                                           f"{where}: .grad of parameter {i} at the optimizer step"))
+    return record.optimizer_step
 
 
-def _check_step_used(record: StepRecord, expected_grads, hint) -> None:
+def _check_step_used(record: _AmpStep, expected_grads, hint) -> None:
     """The optimizer step saw ``expected_grads`` (real size) and SGD moved the weights by them."""
-    view = _optimizer_step(record, hint)
-    for i, (grad, want) in enumerate(zip(view.grads, expected_grads, strict=True)):
+    where = record.where
+    step = _optimizer_step(record, hint)
+    for i, (grad, want) in enumerate(zip(step.grads, expected_grads, strict=True)):
         checks.check_close(grad, want, rtol=1e-3, atol=1e-6, hint=hint,
-                           name=_name(record.where,
-                                      f"gradiente del parámetro {i} en el paso del optimizador, "
-                                      "frente al de la pérdida de este lote",
-                                      f"gradient of parameter {i} at the optimizer step, vs that of this "
-                                      "batch's loss"))
-        checks.check_close(record.after[i], view.before[i] - LEARNING_RATE * grad, hint=hint,
-                           name=_name(record.where, f"parámetro {i} tras el paso (SGD)",
-                                      f"parameter {i} after the step (SGD)"))
+                           name=checks.both(
+                               f"{where}: gradiente del parámetro {i} en el paso del optimizador, frente al "
+                               "de la pérdida de este lote",
+                               f"{where}: gradient of parameter {i} at the optimizer step, vs that of this "
+                               "batch's loss"))
+        checks.check_close(record.after[i], step.before[i] - _LEARNING_RATE * grad, hint=hint,
+                           name=checks.both(f"{where}: parámetro {i} tras el paso (SGD)",
+                                            f"{where}: parameter {i} after the step (SGD)"))
 
 
-def _check_returned_loss(record: StepRecord, loss: LossCall, hint) -> None:
-    name = _name(record.where, "pérdida devuelta (sin escalar)", "returned loss (unscaled)")
+def _check_returned_loss(record: _AmpStep, loss: _LossCall, hint) -> None:
+    name = checks.both(f"{record.where}: pérdida devuelta (sin escalar)",
+                       f"{record.where}: returned loss (unscaled)")
     checks.check_type(record.returned, float, name=name, hint=hint)
     checks.check_close(record.returned, loss.value, rtol=1e-5, atol=1e-7, name=name, hint=hint)
 
 
-def check_update(record: StepRecord) -> None:
+@checks.keeps_random_state
+def check_update(record: _AmpStep) -> None:
     """Batch moved; the step used this batch's own gradients (zeroed before); a float comes back."""
     hint = HINTS["amp_train_step_update"]
     _check_moved(record, hint)
@@ -571,65 +580,75 @@ def check_update(record: StepRecord) -> None:
     _check_returned_loss(record, loss, hint)
 
 
-def check_scaler_calls(record: StepRecord) -> None:
+def _check_scaler_calls(record: _AmpStep) -> None:
     """The scaler got its calls in the order of section 6, unscaling only when clipping."""
     hint = HINTS["amp_train_step_clipping" if record.max_norm is not None else "amp_train_step_scaler"]
     expected = ["scale", "step", "update"]
     if record.max_norm is not None:
         expected.insert(1, "unscale_")
     checks.check_equal(record.scaler_calls, expected, hint=hint,
-                       name=_name(record.where, "llamadas al escalador, en orden",
-                                  "calls of the scaler, in order"))
+                       name=checks.both(f"{record.where}: llamadas al escalador, en orden",
+                                        f"{record.where}: calls of the scaler, in order"))
 
 
-def check_scaled_step(record: StepRecord) -> None:
+@checks.keeps_random_state
+def check_scaled_step(record: _AmpStep) -> None:
     """A good step: real-size gradients reach the optimizer, the scale stays, the loss comes back unscaled."""
     hint = HINTS["amp_train_step_scaler"]
-    check_scaler_calls(record)
+    _check_scaler_calls(record)
     loss = _one_loss_call(record, hint)
     _check_step_used(record, loss.grads, hint)
     checks.check_close(record.scale_after, record.scale_before, hint=hint,
-                       name=_name(record.where, "escala tras un paso bueno", "scale after a good step"))
+                       name=checks.both(f"{record.where}: escala tras un paso bueno",
+                                        f"{record.where}: scale after a good step"))
     _check_returned_loss(record, loss, hint)
 
 
-def check_skipped_step(record: StepRecord) -> None:
+@checks.keeps_random_state
+def check_skipped_step(record: _AmpStep) -> None:
     """Gradients that overflow: the weights do not move and the scale is halved."""
     hint = HINTS["amp_train_step_scaler"]
-    check_scaler_calls(record)
+    where = record.where
+    _check_scaler_calls(record)
     for i, (before, after) in enumerate(zip(record.before, record.after, strict=True)):
         checks.check_close(after, before, rtol=0.0, atol=0.0, hint=hint,
-                           name=_name(record.where, f"parámetro {i} (gradientes inf: el paso debía saltarse)",
-                                      f"parameter {i} (inf gradients: the step should be skipped)"))
+                           name=checks.both(
+                               f"{where}: parámetro {i} (gradientes inf: el paso debía saltarse)",
+                               f"{where}: parameter {i} (inf gradients: the step should be skipped)"))
     checks.check_close(record.scale_after, record.scale_before / 2, hint=hint,
-                       name=_name(record.where, "escala tras un paso saltado", "scale after a skipped step"))
+                       name=checks.both(f"{where}: escala tras un paso saltado",
+                                        f"{where}: scale after a skipped step"))
 
 
-def check_clipped_step(record: StepRecord) -> None:
+@checks.keeps_random_state
+def check_clipped_step(record: _AmpStep) -> None:
     """The optimizer sees the gradients at their real size, clipped to ``max_norm`` as a whole."""
     hint = HINTS["amp_train_step_clipping"]
-    check_scaler_calls(record)
+    _check_scaler_calls(record)
     own = _one_loss_call(record, hint).grads
     own_norm = torch.cat([g.flatten() for g in own]).norm().item()
     shrink = min(1.0, record.max_norm / (own_norm + 1e-6))
     seen = _optimizer_step(record, hint).grads
     checks.check_close(torch.cat([g.flatten() for g in seen]).norm().item(), own_norm * shrink, rtol=1e-3,
                        atol=1e-7, hint=hint,
-                       name=_name(record.where, "norma de los gradientes en el paso del optimizador",
-                                  "norm of the gradients at the optimizer step"))
+                       name=checks.both(f"{record.where}: norma de los gradientes en el paso del optimizador",
+                                        f"{record.where}: norm of the gradients at the optimizer step"))
     _check_step_used(record, [g * shrink for g in own], hint)
 
 
+@checks.keeps_random_state
 def check_amp_train_step_autocast(amp_train_step) -> None:
     for record in run_amp_steps(amp_train_step, seed=1601, dtype=torch.bfloat16, device=torch.device("cpu")):
         check_autocast(record)
 
 
+@checks.keeps_random_state
 def check_amp_train_step_update(amp_train_step) -> None:
     for record in run_amp_steps(amp_train_step, seed=1602, dtype=torch.bfloat16, device="cpu", parcels=True):
         check_update(record)
 
 
+@checks.keeps_random_state
 def check_amp_train_step_scaler(amp_train_step) -> None:
     for record in run_amp_steps(amp_train_step, seed=1603, dtype=torch.bfloat16, device=torch.device("cpu"),
                                 scaler_kwargs={"init_scale": 2.0 ** 10}):
@@ -639,6 +658,7 @@ def check_amp_train_step_scaler(amp_train_step) -> None:
     check_skipped_step(overflowed)
 
 
+@checks.keeps_random_state
 def check_amp_train_step_clipping(amp_train_step) -> None:
     for record in run_amp_steps(amp_train_step, seed=1605, dtype=torch.bfloat16, device=torch.device("cpu"),
                                 max_norm=0.05, scaler_kwargs={"init_scale": 2.0 ** 10}):
@@ -670,6 +690,7 @@ def scales_of_a_run(generator, steps: int) -> tuple[list, list]:
     return scales, overflowed
 
 
+@checks.keeps_random_state
 def check_skipped(skipped_steps, scales, expected) -> None:
     hint = HINTS["skipped_steps"]
     label = f"skipped_steps({scales})"
@@ -677,6 +698,7 @@ def check_skipped(skipped_steps, scales, expected) -> None:
                        name=label, hint=hint)
 
 
+@checks.keeps_random_state
 def check_skipped_steps(skipped_steps) -> None:
     """A log worked out by hand, a disabled scaler's, one with no step, and a real scaler's run."""
     check_skipped(skipped_steps, [1024.0, 1024.0, 512.0, 512.0, 1024.0, 512.0, 256.0], [1, 4, 5])
