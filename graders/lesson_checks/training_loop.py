@@ -13,47 +13,113 @@ import contextlib
 import copy
 import importlib
 import math
+import tempfile
 import warnings
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from course import data, training
 from graders import checks
-from graders.lesson_checks import lesson_texts
 from graders.checks import say
+from graders.lesson_checks import lesson_texts
+
+__all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation_step", "check_accuracy",
+           "check_adamw_step_decay", "check_adamw_step_moments", "check_classifier",
+           "check_classifier_is_new", "check_concepts", "check_evaluate_leaves_no_trace",
+           "check_evaluate_values", "check_fit_history", "check_fit_keeps_best", "check_loaders_batches",
+           "check_loaders_order", "check_log_epoch_metrics", "check_log_epoch_steps", "check_make_transform",
+           "check_train_one_epoch_loss", "check_train_one_epoch_steps", "check_warmup_cosine",
+           "check_warmup_cosine_scheduler"]
 
 TEXTS = lesson_texts(__name__)
 HINTS = TEXTS.hints
 
 MORE_HINTS = TEXTS.more_hints
 
-CONCEPT_KEYS = TEXTS.concept_keys
 
-CPU = torch.device("cpu")
-BATCH_EVENTS = ["forward", "loss", "backward", "step"]
-# The course's reference loop and model builders: the exercises ask for the student's own.
-COURSE_LOOP = ("run_epoch", "fit_model")
-COURSE_MODELS = ("make_cnn", "make_mlp")
+@checks.keeps_random_state
+def check_concepts(answers) -> None:
+    """The concept check's visible part: a dict of the statements' keys, each True or False."""
+    __tracebackhide__ = True
+    checks.check_concepts(answers, TEXTS)
 
 
-# ---------------------------------------------------------------------------- helpers switched off
-HELPER_OFF = {
-    "es": "{name} está desactivado durante esta comprobación: el ejercicio pide tu propio código",
-    "en": "{name} is switched off during this check: the exercise asks for your own code",
+# ------------------------------------------------------------------------------- shortcuts off
+def _adam_shortcuts() -> list:
+    """Torch's Adam and AdamW, as classes and as the functions that do one step of them."""
+    adam, adamw = (importlib.import_module(f"torch.optim.{name}") for name in ("adam", "adamw"))
+    functional = importlib.import_module("torch.optim._functional")
+    return [(torch.optim, "Adam"), (torch.optim, "AdamW"), (adam, "Adam"), (adamw, "AdamW"),
+            (adam, "adam"), (adamw, "adamw"), (functional, "adam"), (functional, "adamw"),
+            (adam, "_single_tensor_adam"), (adam, "_multi_tensor_adam"), (adam, "_fused_adam"),
+            (torch, "_fused_adam_"), (torch, "_fused_adamw_")]
+
+
+# The course's reference loop, its model builders and its ways to the data, and the library's
+# optimizers and schedules that would answer an exercise: switched off, by the check that runs it,
+# while the student's answer runs.
+_COURSE_LOOP = [(training, "run_epoch"), (training, "fit_model")]
+_COURSE_MODELS = [(training, "make_cnn"), (training, "make_mlp")]
+_COURSE_DATA = [(data, "fashion_mnist"), (training, "make_loader"), (training, "fashion_splits")]
+_ADAM = _adam_shortcuts()
+_SCHEDULES = [(torch.optim.lr_scheduler, name) for name in (
+    "CosineAnnealingLR", "OneCycleLR", "SequentialLR", "LinearLR", "ChainedScheduler",
+    "CosineAnnealingWarmRestarts", "PolynomialLR")]
+SHORTCUTS = {
+    "check_loaders_batches": _COURSE_DATA,
+    "check_loaders_order": _COURSE_DATA,
+    "check_train_one_epoch_steps": _COURSE_LOOP,
+    "check_train_one_epoch_loss": _COURSE_LOOP,
+    "check_evaluate_values": _COURSE_LOOP,
+    "check_evaluate_leaves_no_trace": _COURSE_LOOP,
+    "check_adamw_step_moments": _ADAM,
+    "check_adamw_step_decay": _ADAM,
+    "check_warmup_cosine": _SCHEDULES,
+    "check_warmup_cosine_scheduler": _SCHEDULES,
+    "check_fit_keeps_best": _COURSE_LOOP,
+    "check_fit_history": _COURSE_LOOP,
+    "check_accumulation_step": _COURSE_LOOP,
+    "check_accumulation_loss": _COURSE_LOOP,
+    "check_classifier": _COURSE_MODELS,
+    "check_classifier_is_new": _COURSE_MODELS,
 }
+# Why a shortcut is refused, where checks.SHORTCUT ("it does exactly what you are asked to write")
+# does not fit: the schedules only do part of the job, the data helpers do it the course's way.
+_OWN_CODE = checks.both(
+    "{name} está desactivado durante esta comprobación: el ejercicio pide tu propio código",
+    "{name} is switched off during this check: the exercise asks for your own code")
+_DATA_BY_HAND = checks.both(
+    "{name} está desactivado durante esta comprobación: el ejercicio pide construir los datos con "
+    "torchvision y DataLoader",
+    "{name} is switched off during this check: the exercise asks you to build the data with "
+    "torchvision and DataLoader")
+
+_CPU = torch.device("cpu")
+_BATCH_EVENTS = ["forward", "loss", "backward", "step"]
 
 
-def switched_off(names, student_function=None):
-    """Inside the block, ``course.training``'s ``names``, under any name, raise ``ShortcutUsed``."""
-    from course import training  # here, not at the top: every kernel imports this module at start
+def _run(check: str, answer, *args, name, hint, message=checks.SHORTCUT, **kwargs):
+    """``answer(*args, **kwargs)`` with the shortcuts of ``check`` off; an exception becomes a
+    failed check."""
+    __tracebackhide__ = True
+    return checks.run_answer(answer, *args, name=name, hint=hint, shortcuts=SHORTCUTS[check],
+                             message=message, **kwargs)
 
-    return checks.switched_off([(training, name) for name in names], HELPER_OFF,
-                               getattr(student_function, "__globals__", {}))
+
+def _loop_label(function: str, examples: int, batch_size: int) -> dict:
+    return checks.both(f"{function}(...) ({examples} ejemplos, lotes de {batch_size})",
+                       f"{function}(...) ({examples} examples, batches of {batch_size})")
+
+
+def _with(label: dict, es: str, en: str) -> dict:
+    """``label`` followed by what is looked at, in both languages."""
+    return checks.both(f"{label['es']}: {es}", f"{label['en']}: {en}")
 
 
 @contextlib.contextmanager
-def replaced(namespace: dict, values: dict):
+def _replaced(namespace: dict, values: dict):
     """Inside the block, ``namespace`` holds ``values``; afterwards those keys are put back.
 
     Unlike ``mock.patch.dict``, the rest of the namespace (a notebook's globals) is left alone.
@@ -71,31 +137,15 @@ def replaced(namespace: dict, values: dict):
                 namespace[key] = value
 
 
-def _run(function, *args, name, hint, helpers=COURSE_LOOP):
-    """``function(*args)`` with the course helpers switched off; an exception becomes a failed check."""
-    __tracebackhide__ = True
-    with switched_off(helpers, function):
-        return checks.check_runs(function, *args, name=name, hint=hint)
-
-
-def _label(function: str, examples: int, batch_size: int) -> dict:
-    return {"es": f"{function}(...) ({examples} ejemplos, lotes de {batch_size})",
-            "en": f"{function}(...) ({examples} examples, batches of {batch_size})"}
-
-
-def _with(label: dict, detail: dict) -> dict:
-    return {language: f"{label[language]}: {detail[language]}" for language in label}
-
-
 # --------------------------------------------------------------------------------------- recorders
-class LoopRecorder:
+class _LoopRecorder:
     """What a loop did to a model, in order: forward passes, loss calls, backward passes, steps.
 
-    Attach it with :meth:`watch`; pass :meth:`loss` as the loss function and a :class:`SpySGD`
-    built with this recorder as the optimizer. For each event it keeps what a check needs: the
-    model's mode at each forward pass, whether its output was in a graph, each loss value and batch
-    size, whether a backward pass found gradients already in ``.grad``, and a copy of ``.grad`` at
-    each step.
+    Attach it with :meth:`watch`; pass :meth:`loss` as the loss function and a ``checks.SpySGD``
+    with ``on_step=recorder.on_step`` as the optimizer. For each event it keeps what a check needs:
+    the model's mode at each forward pass, whether its output was in a graph, each loss value and
+    batch size, whether a backward pass found gradients already in ``.grad``, and a copy of
+    ``.grad`` at each step.
     """
 
     def __init__(self):
@@ -131,10 +181,10 @@ class LoopRecorder:
             self.stale_backwards += 1
         return grad
 
-    def on_step(self):
+    def on_step(self, record: checks.StepRecord):
+        """A ``SpySGD`` is taking a step, with the gradients of ``record``."""
         self.events.append("step")
-        self.step_grads.append([None if p.grad is None else p.grad.detach().clone()
-                                for p in self.parameters])
+        self.step_grads.append(record.grads)
 
     def weighted_loss(self) -> float:
         """The mean loss per example of every batch the loss function saw."""
@@ -151,44 +201,26 @@ def _holds_gradient(parameters) -> bool:
     return any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in parameters)
 
 
-class SpySGD(torch.optim.SGD):
-    """Plain SGD that tells a :class:`LoopRecorder` each time it is asked to take a step."""
-
-    def __init__(self, params, recorder: LoopRecorder, lr: float = 0.1):
-        super().__init__(params, lr=lr)
-        self.recorder = recorder
-
-    def step(self, closure=None):
-        self.recorder.on_step()
-        return super().step(closure)
-
-
 def _first_batch_off(events, batches):
     """``(batch number, events of that batch)`` of the first batch whose events are not the expected."""
-    for batch in range(max(batches, math.ceil(len(events) / len(BATCH_EVENTS)))):
-        got = events[batch * len(BATCH_EVENTS):(batch + 1) * len(BATCH_EVENTS)]
-        if got != BATCH_EVENTS:
+    for batch in range(max(batches, math.ceil(len(events) / len(_BATCH_EVENTS)))):
+        got = events[batch * len(_BATCH_EVENTS):(batch + 1) * len(_BATCH_EVENTS)]
+        if got != _BATCH_EVENTS:
             return batch, got
     return None, None
 
 
 # -------------------------------------------------------------------- exercise 1: the data, by hand
-DATA_HELPERS_OFF = {
-    "es": "{name} está desactivado durante esta comprobación: el ejercicio pide construir los datos "
-          "con torchvision y DataLoader",
-    "en": "{name} is switched off during this check: the exercise asks you to build the data with "
-          "torchvision and DataLoader",
-}
-SPLIT_SIZES = {"train": 60_000, "test": 10_000}
+_SPLIT_SIZES = {"train": 60_000, "test": 10_000}
 # What DataLoader warns about the machine, not the answer: more workers than cores (the loaders built
 # with workers are only looked at), pinned memory without a GPU. A grade cell must not write to stderr.
-MACHINE_WARNINGS = (r"This DataLoader will create", r"'pin_memory' argument is set as true")
+_MACHINE_WARNINGS = (r"This DataLoader will create", r"'pin_memory' argument is set as true")
 
 
 @contextlib.contextmanager
-def quiet_machine_warnings():
+def _quiet_machine_warnings():
     with warnings.catch_warnings():
-        for message in MACHINE_WARNINGS:
+        for message in _MACHINE_WARNINGS:
             warnings.filterwarnings("ignore", message=message, category=UserWarning)
         yield
 
@@ -201,6 +233,7 @@ def _random_image(generator: torch.Generator, height: int, width: int):
     return to_pil_image(pixels), pixels
 
 
+@checks.keeps_random_state
 def check_make_transform(make_transform, *, mean=None, std=None, size=(28, 28)) -> None:
     """A uint8 PIL image becomes float32 ``(1, H, W)``: scaled to [0, 1], then normalised with the
     mean and standard deviation given (drawn afresh on each run unless the call fixes them)."""
@@ -212,8 +245,8 @@ def check_make_transform(make_transform, *, mean=None, std=None, size=(28, 28)) 
     label = f"make_transform({mean}, {std})"
     transform = checks.check_runs(make_transform, mean, std, name=label, hint=hint)
     checks.check_true(callable(transform), name=label, hint=hint, got=checks.describe(transform),
-                      expected={"es": "una transformación: algo que se llama con una imagen",
-                                "en": "a transform: something you call with an image"})
+                      expected=checks.both("una transformación: algo que se llama con una imagen",
+                                           "a transform: something you call with an image"))
     image, pixels = _random_image(g, *size)
     name = f"{label}(PIL image, {size[0]}×{size[1]} uint8 pixels)"
     got = checks.check_runs(transform, image, name=name, hint=hint)
@@ -221,7 +254,7 @@ def check_make_transform(make_transform, *, mean=None, std=None, size=(28, 28)) 
     checks.check_close(got, expected, name=name, hint=hint, rtol=1e-5, atol=1e-5)
 
 
-class PixelsPlus:
+class _PixelsPlus:
     """The transform the checks hand to ``make_loaders``: the raw pixels as float32 ``(1, 28, 28)``
     plus an offset drawn by the check, so that every image a loader gives can be traced back to the
     files (and to the transform having been applied)."""
@@ -238,58 +271,45 @@ class PixelsPlus:
         return f"PixelsPlus({self.offset})"
 
 
-def raw_split(split: str):
+def _raw_split(split: str):
     """``(images uint8 (N, 28, 28), labels (N,))`` of a FashionMNIST split, as the course reads it."""
-    from course import data
-
     dataset = data.fashion_mnist(train=split == "train")
     return dataset.data, dataset.targets
 
 
 def _labels_by_image(split: str) -> dict:
     """The raw bytes of each image of a split → the set of labels that image has there."""
-    images, labels = raw_split(split)
+    images, labels = _raw_split(split)
     index = {}
     for pixels, label in zip(images.reshape(len(images), -1).numpy(), labels.tolist(), strict=True):
         index.setdefault(pixels.tobytes(), set()).add(label)
     return index
 
 
-@contextlib.contextmanager
-def data_helpers_off(student_function):
-    """The course's own ways to the data (``fashion_mnist``, ``make_loader``, ``fashion_splits``) off."""
-    from course import data, training  # here, not at the top: every kernel imports this module at start
-
-    targets = [(data, "fashion_mnist"), (training, "make_loader"), (training, "fashion_splits")]
-    with checks.switched_off(targets, DATA_HELPERS_OFF, getattr(student_function, "__globals__", {})):
-        yield
-
-
-def build_loaders(make_loaders, *, batch_size: int, offset: float, num_workers: int = 0, device="cpu"):
+def _build_loaders(check: str, make_loaders, *, batch_size: int, offset: float, num_workers: int = 0,
+                   device="cpu"):
     """``make_loaders(root, PixelsPlus(offset), batch_size, ...)`` with the course's data helpers off;
     checks that it returns two DataLoaders and gives them back with the call's label."""
     __tracebackhide__ = True
-    from course import data
-
     hint = HINTS["make_loaders"]
     root = data.ensure_fashion_mnist()
     label = (f"make_loaders(root, transform, {batch_size}, num_workers={num_workers}, "
              f"device={str(device)!r})")
-    with data_helpers_off(make_loaders), quiet_machine_warnings():
-        result = checks.check_runs(make_loaders, root, PixelsPlus(offset), batch_size, name=label,
-                                   hint=hint, num_workers=num_workers, device=device)
+    with _quiet_machine_warnings():
+        result = _run(check, make_loaders, root, _PixelsPlus(offset), batch_size, name=label, hint=hint,
+                      message=_DATA_BY_HAND, num_workers=num_workers, device=device)
     checks.check_type(result, (tuple, list), name=label, hint=hint)
-    checks.check_equal(len(result), 2, hint=hint, name={"es": f"len({label})", "en": f"len({label})"})
+    checks.check_equal(len(result), 2, name=f"len({label})", hint=hint)
     for which, loader in zip(("train_loader", "test_loader"), result, strict=True):
         checks.check_type(loader, DataLoader, name=f"{which} = {label}[{which == 'test_loader':d}]",
                           hint=hint)
     return result[0], result[1], label
 
 
-def first_batch(loader, name: str, hint):
+def _first_batch(loader, name: str, hint):
     """``next(iter(loader))`` as ``(images, labels)``, checked to be a pair of tensors."""
     __tracebackhide__ = True
-    with quiet_machine_warnings():
+    with _quiet_machine_warnings():
         batch = checks.check_runs(lambda: next(iter(loader)), name=f"next(iter({name}))", hint=hint)
     checks.check_type(batch, (tuple, list), name=f"next(iter({name}))", hint=hint)
     checks.check_equal(len(batch), 2, name=f"len(next(iter({name})))", hint=hint)
@@ -300,6 +320,7 @@ def _draw_offset(generator) -> float:
     return round(0.25 + torch.rand(1, generator=generator).item(), 3)
 
 
+@checks.keeps_random_state
 def check_loaders_batches(make_loaders, *, batch_size: int | None = None) -> None:
     """The training and test splits whole, and first batches of the right shapes and dtypes whose
     every image comes from the right split, through the transform given, with its own label."""
@@ -308,31 +329,34 @@ def check_loaders_batches(make_loaders, *, batch_size: int | None = None) -> Non
     g = checks.fresh_generator()
     batch_size = int(torch.randint(8, 41, (1,), generator=g)) if batch_size is None else batch_size
     offset = _draw_offset(g)
-    train, test, _ = build_loaders(make_loaders, batch_size=batch_size, offset=offset)
+    train, test, _ = _build_loaders("check_loaders_batches", make_loaders, batch_size=batch_size,
+                                    offset=offset)
     for split, loader in (("train", train), ("test", test)):
         name = f"{split}_loader"
         checks.check_equal(checks.check_runs(len, loader.dataset, name=f"len({name}.dataset)", hint=hint),
-                           SPLIT_SIZES[split], name=f"len({name}.dataset)", hint=hint)
-        images, labels = first_batch(loader, name, hint)
+                           _SPLIT_SIZES[split], name=f"len({name}.dataset)", hint=hint)
+        images, labels = _first_batch(loader, name, hint)
         checks.check_shape(images, (batch_size, 1, 28, 28), name=f"{name}: images", hint=hint)
         checks.check_dtype(images, torch.float32, name=f"{name}: images", hint=hint)
         checks.check_shape(labels, (batch_size,), name=f"{name}: labels", hint=hint)
         checks.check_dtype(labels, torch.int64, name=f"{name}: labels", hint=hint)
         known = _labels_by_image(split)
         raw = (images - offset).round().clamp(0, 255).to(torch.uint8).reshape(batch_size, -1).numpy()
+        transform = _PixelsPlus(offset)
         for row, (pixels, label) in enumerate(zip(raw, labels.tolist(), strict=True)):
             found = known.get(pixels.tobytes())
-            checks.check_true(found is not None and label in found, hint=hint, name={
-                "es": f"{name}: imagen {row} del primer lote (con la transformación {PixelsPlus(offset)})",
-                "en": f"{name}: image {row} of the first batch (with the transform {PixelsPlus(offset)})"},
-                expected={"es": f"una imagen de {split} con la transformación aplicada, y su etiqueta",
-                          "en": f"a {split} image with the transform applied, and its label"},
-                got={"es": f"etiqueta {label}; " + ("imagen que no está en " + split if found is None
-                                                    else f"la imagen tiene la etiqueta {sorted(found)}"),
-                     "en": f"label {label}; " + (f"an image that is not in {split}" if found is None
-                                                 else f"the image has label {sorted(found)}")})
+            checks.check_true(found is not None and label in found, hint=hint, name=checks.both(
+                f"{name}: imagen {row} del primer lote (con la transformación {transform})",
+                f"{name}: image {row} of the first batch (with the transform {transform})"),
+                expected=checks.both(f"una imagen de {split} con la transformación aplicada, y su etiqueta",
+                                     f"a {split} image with the transform applied, and its label"),
+                got=checks.both(f"etiqueta {label}; " + ("imagen que no está en " + split if found is None
+                                                         else f"la imagen tiene la etiqueta {sorted(found)}"),
+                                f"label {label}; " + (f"an image that is not in {split}" if found is None
+                                                      else f"the image has label {sorted(found)}")))
 
 
+@checks.keeps_random_state
 def check_loaders_order(make_loaders, *, batch_size: int | None = None, workers: int | None = None) -> None:
     """Training order new every epoch, test order always the data set's; ``num_workers`` as given to
     both loaders, ``pin_memory`` on only for a CUDA device (the loaders built with workers or for CUDA
@@ -343,28 +367,29 @@ def check_loaders_order(make_loaders, *, batch_size: int | None = None, workers:
     batch_size = int(torch.randint(8, 41, (1,), generator=g)) if batch_size is None else batch_size
     workers = int(torch.randint(1, 4, (1,), generator=g)) if workers is None else workers
     offset = _draw_offset(g)
-    train, test, _ = build_loaders(make_loaders, batch_size=batch_size, offset=offset)
-    first, second = first_batch(train, "train_loader", hint), first_batch(train, "train_loader", hint)
+    train, test, _ = _build_loaders("check_loaders_order", make_loaders, batch_size=batch_size, offset=offset)
+    first, second = _first_batch(train, "train_loader", hint), _first_batch(train, "train_loader", hint)
     checks.check_true(not torch.equal(first[1], second[1]) or not torch.equal(first[0], second[0]),
-                      hint=hint, name={"es": "train_loader: primer lote de dos épocas seguidas",
-                                       "en": "train_loader: first batch of two epochs in a row"},
-                      expected={"es": "distintos (barajado de nuevo en cada época)",
-                                "en": "different (reshuffled every epoch)"},
-                      got={"es": f"los mismos ejemplos, etiquetas {first[1][:8].tolist()}…",
-                           "en": f"the same examples, labels {first[1][:8].tolist()}…"})
-    images, labels = raw_split("test")
+                      hint=hint, name=checks.both("train_loader: primer lote de dos épocas seguidas",
+                                                  "train_loader: first batch of two epochs in a row"),
+                      expected=checks.both("distintos (barajado de nuevo en cada época)",
+                                           "different (reshuffled every epoch)"),
+                      got=checks.both(f"los mismos ejemplos, etiquetas {first[1][:8].tolist()}…",
+                                      f"the same examples, labels {first[1][:8].tolist()}…"))
+    images, labels = _raw_split("test")
     for epoch in range(2):
-        got = first_batch(test, "test_loader", hint)
-        name = {"es": f"test_loader: etiquetas del primer lote de la pasada {epoch + 1}",
-                "en": f"test_loader: labels of the first batch of pass {epoch + 1}"}
+        got = _first_batch(test, "test_loader", hint)
+        name = checks.both(f"test_loader: etiquetas del primer lote de la pasada {epoch + 1}",
+                           f"test_loader: labels of the first batch of pass {epoch + 1}")
         checks.check_close(got[1], labels[:batch_size], name=name, hint=hint)
-        checks.check_close(got[0], images[:batch_size, None].to(torch.float32) + offset, hint=hint, name={
-            "es": f"test_loader: imágenes del primer lote de la pasada {epoch + 1} "
-                  "(en el orden del conjunto)",
-            "en": f"test_loader: images of the first batch of pass {epoch + 1} (in the data set's order)"})
+        checks.check_close(got[0], images[:batch_size, None].to(torch.float32) + offset, hint=hint,
+                           name=checks.both(f"test_loader: imágenes del primer lote de la pasada {epoch + 1} "
+                                            "(en el orden del conjunto)",
+                                            f"test_loader: images of the first batch of pass {epoch + 1} "
+                                            "(in the data set's order)"))
     for device, pinned in (("cpu", False), (torch.device("cuda:0"), True), ("cuda", True)):
-        train, test, label = build_loaders(make_loaders, batch_size=batch_size, offset=offset,
-                                           num_workers=workers, device=device)
+        train, test, label = _build_loaders("check_loaders_order", make_loaders, batch_size=batch_size,
+                                            offset=offset, num_workers=workers, device=device)
         for which, loader in (("train_loader", train), ("test_loader", test)):
             checks.check_equal(loader.num_workers, workers, name=f"{which}.num_workers ({label})", hint=hint)
             checks.check_equal(bool(loader.pin_memory), pinned, name=f"{which}.pin_memory ({label})",
@@ -372,9 +397,9 @@ def check_loaders_order(make_loaders, *, batch_size: int | None = None, workers:
 
 
 # ------------------------------------------------------------------------------ exercise 2: accuracy
-def planned_logits(seed: int, examples: int, classes: int):
+def _planned_logits(seed: int, examples: int, classes: int):
     """Random logits, targets that agree with the largest logit in exactly ``right`` rows, ``right``."""
-    g = torch.Generator().manual_seed(seed)
+    g = checks.seeded_generator(seed)
     logits = torch.randn(examples, classes, generator=g)
     predicted = logits.max(dim=1).indices
     right = int(torch.randint(1, examples, (1,), generator=g))
@@ -385,13 +410,14 @@ def planned_logits(seed: int, examples: int, classes: int):
     return logits, targets, right
 
 
+@checks.keeps_random_state
 def check_accuracy(accuracy, *, seed: int = 1401, examples: int = 12, classes: int = 5) -> None:
     """A case worked out by hand, then random logits whose targets agree on a known number of rows."""
     __tracebackhide__ = True
     hint = HINTS["accuracy"]
     by_hand = (torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 0.0, 5.0], [0.5, 0.2, 0.1]]),
                torch.tensor([0, 1, 0, 2]))
-    *planned, right = planned_logits(seed, examples, classes)
+    *planned, right = _planned_logits(seed, examples, classes)
     for (logits, targets), expected in [(by_hand, 0.5), (planned, right / examples)]:
         name = f"accuracy(logits {tuple(logits.shape)}, targets)"
         got = checks.check_runs(accuracy, logits, targets, name=name, hint=hint)
@@ -400,93 +426,97 @@ def check_accuracy(accuracy, *, seed: int = 1401, examples: int = 12, classes: i
 
 
 # ----------------------------------------------------------------------- exercise 3: train_one_epoch
-def _small_mlp(seed: int, widths) -> nn.Sequential:
-    torch.manual_seed(seed)
+def _small_mlp(widths) -> nn.Sequential:
+    """Linear layers of these widths with Tanh between them, initialised from the global generator
+    (a caller seeds it with ``checks.seeded``)."""
     layers = []
     for inputs, outputs in zip(widths[:-1], widths[1:], strict=True):
         layers += [nn.Linear(inputs, outputs), nn.Tanh()]
     del layers[-1]  # logits out: no activation after the last layer
-    mlp = nn.Sequential(*layers)
+    mlp = nn.Sequential(*layers)  # two lines on purpose: no line here may repeat a reference answer
     return mlp
 
 
 def _classification_loader(seed: int, examples: int, batch_size: int, features: int, classes: int):
-    g = torch.Generator().manual_seed(seed)
+    g = checks.seeded_generator(seed)
     x = torch.randn(examples, features, generator=g)
     y = torch.randint(0, classes, (examples,), generator=g)
     return DataLoader(TensorDataset(x, y), batch_size=batch_size)
 
 
-def watch_train_one_epoch(train_one_epoch, *, seed: int, examples: int, batch_size: int, widths):
+def _watch_train_one_epoch(check: str, train_one_epoch, *, seed: int, examples: int, batch_size: int,
+                           widths):
     """Run ``train_one_epoch`` on a small MLP left in eval mode, with every step recorded.
 
     Returns ``(recorder, returned value, batches in the loader)``.
     """
     __tracebackhide__ = True
-    recorder = LoopRecorder()
-    model = recorder.watch(_small_mlp(seed, widths))
-    model.train(False)  # the function under test must switch it to training mode
-    loader = _classification_loader(seed, examples, batch_size, widths[0], widths[-1])
-    optimizer = SpySGD(model.parameters(), recorder, lr=0.2)
-    returned = _run(train_one_epoch, model, loader, recorder.loss, optimizer, CPU,
-                    name=_label("train_one_epoch", examples, batch_size), hint=HINTS["train_one_epoch"])
+    recorder = _LoopRecorder()
+    with checks.seeded(seed):
+        model = recorder.watch(_small_mlp(widths))
+        model.train(False)  # the function under test must switch it to training mode
+        loader = _classification_loader(seed, examples, batch_size, widths[0], widths[-1])
+        optimizer = checks.SpySGD(model.parameters(), lr=0.2, on_step=recorder.on_step)
+        returned = _run(check, train_one_epoch, model, loader, recorder.loss, optimizer, _CPU,
+                        name=_loop_label("train_one_epoch", examples, batch_size),
+                        hint=HINTS["train_one_epoch"])
     return recorder, returned, len(loader)
 
 
+@checks.keeps_random_state
 def check_train_one_epoch_steps(train_one_epoch, *, seed: int = 1402, examples: int = 10,
                                 batch_size: int = 4, widths=(5, 8, 3)) -> None:
     """Per batch: forward, loss, backward, step, in training mode, each step with its own gradient."""
     __tracebackhide__ = True
     hint = HINTS["train_one_epoch"]
-    recorder, _, batches = watch_train_one_epoch(train_one_epoch, seed=seed, examples=examples,
-                                                 batch_size=batch_size, widths=widths)
-    label = _label("train_one_epoch", examples, batch_size)
+    recorder, _, batches = _watch_train_one_epoch("check_train_one_epoch_steps", train_one_epoch, seed=seed,
+                                                  examples=examples, batch_size=batch_size, widths=widths)
+    label = _loop_label("train_one_epoch", examples, batch_size)
     checks.check_equal(recorder.events.count("step"), batches, hint=hint, name=_with(
-        label, {"es": f"pasos del optimizador ({batches} lotes)",
-                "en": f"optimizer steps ({batches} batches)"}))
+        label, f"pasos del optimizador ({batches} lotes)", f"optimizer steps ({batches} batches)"))
     batch, got = _first_batch_off(recorder.events, batches)
     if batch is not None:
-        checks.fail(_with(label, {"es": f"lo que ocurrió en el lote {batch}",
-                                  "en": f"what happened in batch {batch}"}),
-                    say({"es": "los pasos no van en su orden", "en": "the steps are out of order"}),
-                    " → ".join(BATCH_EVENTS), " → ".join(got) or "-", hint)
+        checks.fail(_with(label, f"lo que ocurrió en el lote {batch}", f"what happened in batch {batch}"),
+                    say(checks.both("los pasos no van en su orden", "the steps are out of order")),
+                    " → ".join(_BATCH_EVENTS), " → ".join(got) or "-", hint)
     checks.check_true(all(recorder.modes), hint=hint,
-                      name=_with(label, {"es": "modo del modelo en cada pasada hacia delante",
-                                         "en": "the model's mode at each forward pass"}),
-                      expected={"es": "entrenamiento en todas", "en": "training in all of them"},
-                      got={"es": f"model.training por pasada: {recorder.modes}",
-                           "en": f"model.training per pass: {recorder.modes}"})
+                      name=_with(label, "modo del modelo en cada pasada hacia delante",
+                                 "the model's mode at each forward pass"),
+                      expected=checks.both("entrenamiento en todas", "training in all of them"),
+                      got=checks.both(f"model.training por pasada: {recorder.modes}",
+                                      f"model.training per pass: {recorder.modes}"))
     checks.check_equal(recorder.stale_backwards, 0, hint=hint, name=_with(
-        label, {"es": "pasadas hacia atrás que encontraron en .grad gradientes de otro lote",
-                "en": "backward passes that found another batch's gradients in .grad"}))
+        label, "pasadas hacia atrás que encontraron en .grad gradientes de otro lote",
+        "backward passes that found another batch's gradients in .grad"))
     checks.check_equal(recorder.empty_steps(), 0, hint=hint, name=_with(
-        label, {"es": "pasos del optimizador con .grad vacío", "en": "optimizer steps with an empty .grad"}))
+        label, "pasos del optimizador con .grad vacío", "optimizer steps with an empty .grad"))
 
 
+@checks.keeps_random_state
 def check_train_one_epoch_loss(train_one_epoch, *, seed: int = 1403, examples: int = 10,
                                batch_size: int = 4, widths=(5, 8, 3)) -> None:
     """The returned value is the mean loss per example of the batch losses the spy recorded."""
     __tracebackhide__ = True
     hint = HINTS["train_one_epoch_loss"]
-    recorder, returned, _ = watch_train_one_epoch(train_one_epoch, seed=seed, examples=examples,
-                                                  batch_size=batch_size, widths=widths)
-    label = _label("train_one_epoch", examples, batch_size)
+    recorder, returned, _ = _watch_train_one_epoch("check_train_one_epoch_loss", train_one_epoch, seed=seed,
+                                                   examples=examples, batch_size=batch_size, widths=widths)
+    label = _loop_label("train_one_epoch", examples, batch_size)
     checks.check_equal(sum(recorder.sizes), examples, hint=hint, name=_with(
-        label, {"es": "ejemplos que pasaron por loss_fn", "en": "examples that went through loss_fn"}))
+        label, "ejemplos que pasaron por loss_fn", "examples that went through loss_fn"))
     checks.check_type(returned, float, name=label, hint=hint)
     checks.check_close(returned, recorder.weighted_loss(), name=label, hint=hint)
 
 
 # ------------------------------------------------------------------------------ exercise 4: evaluate
-def evaluation_case(seed: int, examples: int, batch_size: int, classes: int = 4, features: int = 6):
+def _evaluation_case(seed: int, examples: int, batch_size: int, classes: int = 4, features: int = 6):
     """A model with BatchNorm and Dropout in training mode, and a loader whose labels agree with the
     model's evaluation-mode prediction on exactly ``right`` examples: ``(model, loader, right)``.
 
+    The model is initialised from the global generator (a caller seeds it with ``checks.seeded``).
     The running statistics are unlike any single batch's, so evaluating in training mode (batch
     statistics, Dropout on) predicts other classes and gets another accuracy.
     """
-    g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
+    g = checks.seeded_generator(seed)
     model = nn.Sequential(nn.Linear(features, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.5),
                           nn.Linear(16, classes))
     with torch.no_grad():
@@ -503,73 +533,70 @@ def evaluation_case(seed: int, examples: int, batch_size: int, classes: int = 4,
     return model, DataLoader(TensorDataset(x, y), batch_size=batch_size), right
 
 
+@checks.keeps_random_state
 def check_evaluate_values(evaluate, *, seed: int = 1404, examples: int = 10, batch_size: int = 4) -> None:
     """``(mean loss per example, accuracy)``: the loss from what the spy loss saw, the accuracy known."""
     __tracebackhide__ = True
     hint = HINTS["evaluate"]
-    model, loader, right = evaluation_case(seed, examples, batch_size)
-    recorder = LoopRecorder()
-    label = _label("evaluate", examples, batch_size)
-    result = _run(evaluate, model, loader, recorder.loss, CPU, name=label, hint=hint)
+    recorder = _LoopRecorder()
+    label = _loop_label("evaluate", examples, batch_size)
+    with checks.seeded(seed):
+        model, loader, right = _evaluation_case(seed, examples, batch_size)
+        result = _run("check_evaluate_values", evaluate, model, loader, recorder.loss, _CPU, name=label,
+                      hint=hint)
     checks.check_type(result, tuple, name=label, hint=hint)
-    checks.check_equal(len(result), 2, name={k: f"len({v})" for k, v in label.items()}, hint=hint)
+    checks.check_equal(len(result), 2, name=checks.both(f"len({label['es']})", f"len({label['en']})"),
+                       hint=hint)
     checks.check_equal(sum(recorder.sizes), examples, hint=hint, name=_with(
-        label, {"es": "ejemplos que pasaron por loss_fn", "en": "examples that went through loss_fn"}))
-    for position, what, expected in [(0, {"es": "pérdida", "en": "loss"}, recorder.weighted_loss()),
-                                     (1, {"es": "exactitud", "en": "accuracy"}, right / examples)]:
-        name = {k: f"{v}[{position}] ({what[k]})" for k, v in label.items()}
+        label, "ejemplos que pasaron por loss_fn", "examples that went through loss_fn"))
+    for position, what, expected in [(0, checks.both("pérdida", "loss"), recorder.weighted_loss()),
+                                     (1, checks.both("exactitud", "accuracy"), right / examples)]:
+        name = checks.both(f"{label['es']}[{position}] ({what['es']})",
+                           f"{label['en']}[{position}] ({what['en']})")
         checks.check_type(result[position], float, name=name, hint=hint)
         checks.check_close(result[position], expected, name=name, hint=hint)
 
 
+@checks.keeps_random_state
 def check_evaluate_leaves_no_trace(evaluate, *, seed: int = 1405, examples: int = 12,
                                    batch_size: int = 5) -> None:
     """No graph, no ``.grad``, no change to weights or BatchNorm statistics, the mode given back."""
     __tracebackhide__ = True
     hint = HINTS["evaluate"]
     for start_in_training in (True, False):
-        model, loader, _ = evaluation_case(seed, examples, batch_size)
-        recorder = LoopRecorder()
-        recorder.watch(model).train(start_in_training)
-        before = copy.deepcopy(model.state_dict())
         mode = "train()" if start_in_training else "eval()"
-        label = {"es": f"evaluate(...) con el modelo en {mode}",
-                 "en": f"evaluate(...) with the model in {mode}"}
-        _run(evaluate, model, loader, nn.CrossEntropyLoss(), CPU, name=label, hint=hint)
+        label = checks.both(f"evaluate(...) con el modelo en {mode}",
+                            f"evaluate(...) with the model in {mode}")
+        recorder = _LoopRecorder()
+        with checks.seeded(seed):
+            model, loader, _ = _evaluation_case(seed, examples, batch_size)
+            recorder.watch(model).train(start_in_training)
+            before = copy.deepcopy(model.state_dict())
+            _run("check_evaluate_leaves_no_trace", evaluate, model, loader, nn.CrossEntropyLoss(), _CPU,
+                 name=label, hint=hint)
         checks.check_true(recorder.outputs_in_graph != [] and not any(recorder.outputs_in_graph), hint=hint,
-                          name=_with(label, {"es": "salidas del modelo", "en": "the model's outputs"}),
-                          expected={"es": "sin grafo (requires_grad=False)",
-                                    "en": "no graph (requires_grad=False)"},
+                          name=_with(label, "salidas del modelo", "the model's outputs"),
+                          expected=checks.both("sin grafo (requires_grad=False)",
+                                               "no graph (requires_grad=False)"),
                           got=f"requires_grad: {recorder.outputs_in_graph}")
         checks.check_true(all(p.grad is None for p in model.parameters()), hint=hint,
-                          name=_with(label, {"es": ".grad de los parámetros", "en": "the parameters' .grad"}),
-                          expected="None", got={"es": "gradientes calculados", "en": "gradients computed"})
+                          name=_with(label, ".grad de los parámetros", "the parameters' .grad"),
+                          expected="None", got=checks.both("gradientes calculados", "gradients computed"))
         for key, value in model.state_dict().items():
-            checks.check_close(value, before[key], hint=hint, name=_with(label, {
-                "es": f"model.state_dict()[{key!r}], que no debe cambiar",
-                "en": f"model.state_dict()[{key!r}], which must not change"}))
+            checks.check_unchanged(before[key], value, hint=hint, name=_with(
+                label, f"model.state_dict()[{key!r}], que no debe cambiar",
+                f"model.state_dict()[{key!r}], which must not change"))
         checks.check_equal(sorted({m.training for m in model.modules()}), [start_in_training], hint=hint,
-                           name=_with(label, {"es": "model.training al salir",
-                                              "en": "model.training afterwards"}))
+                           name=_with(label, "model.training al salir", "model.training afterwards"))
 
 
 # --------------------------------------------------------------------------- exercise 5: adamw_step
-def adam_shortcuts() -> list:
-    """Torch's Adam and AdamW, as classes and as the functions that do one step of them."""
-    adam, adamw = (importlib.import_module(f"torch.optim.{name}") for name in ("adam", "adamw"))
-    functional = importlib.import_module("torch.optim._functional")
-    return [(torch.optim, "Adam"), (torch.optim, "AdamW"), (adam, "Adam"), (adamw, "AdamW"),
-            (adam, "adam"), (adamw, "adamw"), (functional, "adam"), (functional, "adamw"),
-            (adam, "_single_tensor_adam"), (adam, "_multi_tensor_adam"), (adam, "_fused_adam"),
-            (torch, "_fused_adam_"), (torch, "_fused_adamw_")]
-
-
 def _adamw_label(lr, betas, eps, weight_decay) -> str:
     return f"adamw_step(param, grad, state, lr={lr:g}, betas={tuple(betas)}, eps={eps:g}, " \
            f"weight_decay={weight_decay:g})"
 
 
-def adamw_case(generator: torch.Generator, steps: int, size: int = 8):
+def _adamw_case(generator: torch.Generator, steps: int, size: int = 8):
     """Float64 weights and ``steps`` gradients whose sizes range from 1e-9 to 10 (one size per
     weight), so that the adaptive denominator, the bias correction and where ``eps`` goes all show."""
     start = torch.randn(size, generator=generator, dtype=torch.float64)
@@ -578,7 +605,7 @@ def adamw_case(generator: torch.Generator, steps: int, size: int = 8):
     return start, grads
 
 
-def torch_adamw_trajectory(start, grads, *, lr, betas, eps, weight_decay) -> list:
+def _torch_adamw_trajectory(start, grads, *, lr, betas, eps, weight_decay) -> list:
     """The weights after each step of ``torch.optim.AdamW`` fed with ``grads``."""
     param = nn.Parameter(start.clone())
     optimizer = torch.optim.AdamW([param], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
@@ -591,60 +618,60 @@ def torch_adamw_trajectory(start, grads, *, lr, betas, eps, weight_decay) -> lis
     return trajectory
 
 
-def check_adamw_trajectory(adamw_step, start, grads, *, lr, betas, eps, weight_decay, hint) -> None:
+def _check_adamw_trajectory(check: str, adamw_step, start, grads, *, lr, betas, eps, weight_decay,
+                            hint) -> None:
     """The student's steps, one by one, against ``torch.optim.AdamW`` fed the same gradients."""
     __tracebackhide__ = True
-    expected = torch_adamw_trajectory(start, grads, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    expected = _torch_adamw_trajectory(start, grads, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     label = _adamw_label(lr, betas, eps, weight_decay)
     param, state = start.clone(), {}
     for step, (grad, after) in enumerate(zip(grads, expected, strict=True), start=1):
-        with checks.switched_off(adam_shortcuts(), HELPER_OFF, getattr(adamw_step, "__globals__", {})):
-            checks.check_runs(adamw_step, param, grad.clone(), state, lr, betas, eps, weight_decay,
-                              name=label, hint=hint)
-        checks.check_close(param, after, hint=hint, name={
-            "es": f"param tras {step} llamada(s) a {label}, frente a torch.optim.AdamW",
-            "en": f"param after {step} call(s) to {label}, vs torch.optim.AdamW"})
+        _run(check, adamw_step, param, grad.clone(), state, lr, betas, eps, weight_decay, name=label,
+             hint=hint)
+        checks.check_close(param, after, hint=hint, name=checks.both(
+            f"param tras {step} llamada(s) a {label}, frente a torch.optim.AdamW",
+            f"param after {step} call(s) to {label}, vs torch.optim.AdamW"))
 
 
+def _adamw_generator(seed):
+    return checks.fresh_generator() if seed is None else checks.seeded_generator(seed)
+
+
+@checks.keeps_random_state
 def check_adamw_step_moments(adamw_step, *, seed=None, steps: int = 4, lr: float = 1e-2,
                              betas=(0.9, 0.999), eps: float = 1e-8) -> None:
     """Without weight decay, several steps match ``torch.optim.AdamW`` (so, Adam): both moments kept
     in ``state``, bias correction, ``eps`` outside the square root, ``param`` changed in place."""
     __tracebackhide__ = True
-    generator = checks.fresh_generator() if seed is None else torch.Generator().manual_seed(seed)
-    start, grads = adamw_case(generator, steps)
-    check_adamw_trajectory(adamw_step, start, grads, lr=lr, betas=betas, eps=eps, weight_decay=0.0,
-                           hint=HINTS["adamw_step"])
+    start, grads = _adamw_case(_adamw_generator(seed), steps)
+    _check_adamw_trajectory("check_adamw_step_moments", adamw_step, start, grads, lr=lr, betas=betas, eps=eps,
+                            weight_decay=0.0, hint=HINTS["adamw_step"])
 
 
+@checks.keeps_random_state
 def check_adamw_step_decay(adamw_step, *, seed=None, steps: int = 4, lr: float = 1e-2,
                            betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.1) -> None:
     """Decoupled weight decay: with a zero gradient each weight shrinks by exactly ``1 − lr·wd``
     (Adam with an L2 term moves it by about ``lr``); with gradients, every step matches AdamW's."""
     __tracebackhide__ = True
     hint = HINTS["adamw_decay"]
-    generator = checks.fresh_generator() if seed is None else torch.Generator().manual_seed(seed)
-    start, grads = adamw_case(generator, steps)
+    start, grads = _adamw_case(_adamw_generator(seed), steps)
     param = start.clone()
     label = _adamw_label(lr, betas, eps, weight_decay)
-    with checks.switched_off(adam_shortcuts(), HELPER_OFF, getattr(adamw_step, "__globals__", {})):
-        checks.check_runs(adamw_step, param, torch.zeros_like(param), {}, lr, betas, eps, weight_decay,
-                          name=label, hint=hint)
-    checks.check_close(param, start * (1 - lr * weight_decay), hint=hint, name={
-        "es": f"param tras una llamada a {label} con gradiente cero (cada peso × (1 − lr·weight_decay))",
-        "en": f"param after one call to {label} with a zero gradient (each weight × (1 − lr·weight_decay))"})
-    check_adamw_trajectory(adamw_step, start, grads, lr=lr, betas=betas, eps=eps,
-                           weight_decay=weight_decay, hint=hint)
+    _run("check_adamw_step_decay", adamw_step, param, torch.zeros_like(param), {}, lr, betas, eps,
+         weight_decay, name=label, hint=hint)
+    checks.check_close(param, start * (1 - lr * weight_decay), hint=hint, name=checks.both(
+        f"param tras una llamada a {label} con gradiente cero (cada peso × (1 − lr·weight_decay))",
+        f"param after one call to {label} with a zero gradient (each weight × (1 − lr·weight_decay))"))
+    _check_adamw_trajectory("check_adamw_step_decay", adamw_step, start, grads, lr=lr, betas=betas, eps=eps,
+                            weight_decay=weight_decay, hint=hint)
 
 
 # ------------------------------------------------------------------------ exercise 6: warmup_cosine
-SCHEDULE_SHORTCUTS = [(torch.optim.lr_scheduler, name) for name in (
-    "CosineAnnealingLR", "OneCycleLR", "SequentialLR", "LinearLR", "ChainedScheduler",
-    "CosineAnnealingWarmRestarts", "PolynomialLR")]
-SQRT_HALF = math.sqrt(0.5)
+_SQRT_HALF = math.sqrt(0.5)
 
 
-def schedule_case(generator: torch.Generator):
+def _schedule_case(generator: torch.Generator):
     """Random lengths (a decay whose length is a multiple of 4) and rates: ``(T, W, max_lr, min_lr)``."""
     warmup = int(torch.randint(2, 11, (), generator=generator))
     decay = 4 * int(torch.randint(2, 12, (), generator=generator))
@@ -663,7 +690,7 @@ def _scheduler_label(total_steps, warmup_steps, max_lr, min_lr) -> str:
            f"warmup_steps={warmup_steps}, min_lr={min_lr:.4g})"
 
 
-def check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, *, label, hint) -> None:
+def _check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, *, label, hint) -> None:
     """The rates of ``total_steps`` steps have the shape of a warm-up followed by half a cosine.
 
     Values worked out by hand: ``max_lr · step / warmup_steps`` during the warm-up, ``max_lr`` at
@@ -672,51 +699,37 @@ def check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, *, la
     π/2, 3π/4); in between, never rising, and symmetric about the middle of the decay.
     """
     __tracebackhide__ = True
-    checks.check_equal(len(rates), total_steps, hint=hint, name={
-        "es": f"número de tasas de {label}", "en": f"number of rates of {label}"})
+    checks.check_equal(len(rates), total_steps, hint=hint, name=checks.both(
+        f"número de tasas de {label}", f"number of rates of {label}"))
     decay = total_steps - 1 - warmup_steps
     span = max_lr - min_lr
     known = {step: max_lr * step / warmup_steps for step in range(warmup_steps)}
     known[warmup_steps] = max_lr
     known[total_steps - 1] = min_lr
     if decay % 4 == 0:
-        for quarter, share in [(1, (1 + SQRT_HALF) / 2), (2, 0.5), (3, (1 - SQRT_HALF) / 2)]:
+        for quarter, share in [(1, (1 + _SQRT_HALF) / 2), (2, 0.5), (3, (1 - _SQRT_HALF) / 2)]:
             known[warmup_steps + quarter * decay // 4] = min_lr + span * share
     for step in sorted(known):
-        checks.check_close(rates[step], known[step], hint=hint, name={
-            "es": f"tasa del paso {step} de {label}", "en": f"rate at step {step} of {label}"})
+        checks.check_close(rates[step], known[step], hint=hint, name=checks.both(
+            f"tasa del paso {step} de {label}", f"rate at step {step} of {label}"))
     tolerance = 1e-9 * max_lr   # rounding only
     rising = [step for step in range(warmup_steps, total_steps - 1)
               if rates[step + 1] > rates[step] + tolerance]
-    checks.check_true(not rising, hint=hint, name={
-        "es": f"{label}, desde el paso {warmup_steps} hasta el último",
-        "en": f"{label}, from step {warmup_steps} to the last one"},
-        expected={"es": "una tasa que nunca sube", "en": "a rate that never rises"},
-        got={"es": f"sube en los pasos {rising[:5]}", "en": f"it rises at steps {rising[:5]}"})
+    checks.check_true(not rising, hint=hint, name=checks.both(
+        f"{label}, desde el paso {warmup_steps} hasta el último",
+        f"{label}, from step {warmup_steps} to the last one"),
+        expected=checks.both("una tasa que nunca sube", "a rate that never rises"),
+        got=checks.both(f"sube en los pasos {rising[:5]}", f"it rises at steps {rising[:5]}"))
     lopsided = [warmup_steps + i for i in range(decay + 1)
                 if abs(rates[warmup_steps + i] + rates[total_steps - 1 - i] - max_lr - min_lr) > tolerance]
-    checks.check_true(not lopsided, hint=hint, name={
-        "es": f"simetría del medio coseno de {label}", "en": f"symmetry of the half cosine of {label}"},
-        expected={"es": "tasa(paso) + tasa(paso simétrico) = max_lr + min_lr",
-                  "en": "rate(step) + rate(mirrored step) = max_lr + min_lr"},
-        got={"es": f"no se cumple en los pasos {lopsided[:5]}", "en": f"it fails at steps {lopsided[:5]}"})
+    checks.check_true(not lopsided, hint=hint, name=checks.both(
+        f"simetría del medio coseno de {label}", f"symmetry of the half cosine of {label}"),
+        expected=checks.both("tasa(paso) + tasa(paso simétrico) = max_lr + min_lr",
+                             "rate(step) + rate(mirrored step) = max_lr + min_lr"),
+        got=checks.both(f"no se cumple en los pasos {lopsided[:5]}", f"it fails at steps {lopsided[:5]}"))
 
 
-def warmup_cosine_rates(warmup_cosine, total_steps, warmup_steps, max_lr, min_lr, *, hint) -> list:
-    """The student's rate at each step, each checked to be a Python float, shortcuts off."""
-    __tracebackhide__ = True
-    label = _schedule_label("warmup_cosine", total_steps, warmup_steps, max_lr, min_lr)
-    rates = []
-    with checks.switched_off(SCHEDULE_SHORTCUTS, HELPER_OFF, getattr(warmup_cosine, "__globals__", {})):
-        for step in range(total_steps):
-            rate = checks.check_runs(warmup_cosine, step, total_steps, warmup_steps, max_lr, min_lr,
-                                     name=label, hint=hint)
-            checks.check_type(rate, float, hint=hint, name={
-                "es": f"tasa del paso {step} de {label}", "en": f"rate at step {step} of {label}"})
-            rates.append(rate)
-    return rates
-
-
+@checks.keeps_random_state
 def check_warmup_cosine(warmup_cosine, *, case=None) -> list:
     """A linear warm-up from 0 to ``max_lr``, then half a cosine down to ``min_lr`` at the last step.
 
@@ -725,49 +738,58 @@ def check_warmup_cosine(warmup_cosine, *, case=None) -> list:
     """
     __tracebackhide__ = True
     hint = HINTS["warmup_cosine"]
-    total_steps, warmup_steps, max_lr, min_lr = case or schedule_case(checks.fresh_generator())
-    rates = warmup_cosine_rates(warmup_cosine, total_steps, warmup_steps, max_lr, min_lr, hint=hint)
+    total_steps, warmup_steps, max_lr, min_lr = case or _schedule_case(checks.fresh_generator())
     label = _schedule_label("warmup_cosine", total_steps, warmup_steps, max_lr, min_lr)
-    check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, label=label, hint=hint)
+    rates = []
+    with checks.shortcuts_off(SHORTCUTS["check_warmup_cosine"], warmup_cosine, message=_OWN_CODE):
+        for step in range(total_steps):
+            rate = checks.check_runs(warmup_cosine, step, total_steps, warmup_steps, max_lr, min_lr,
+                                     name=label, hint=hint)
+            checks.check_type(rate, float, hint=hint, name=checks.both(
+                f"tasa del paso {step} de {label}", f"rate at step {step} of {label}"))
+            rates.append(rate)
+    _check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, label=label, hint=hint)
     return rates
 
 
-def scheduler_rates(warmup_cosine_scheduler, total_steps, warmup_steps, max_lr, min_lr, *, hint) -> list:
-    """The rates a loop of ``total_steps`` optimizer steps gets from the student's scheduler."""
+def _scheduler_rates(warmup_cosine_scheduler, total_steps, warmup_steps, max_lr, min_lr, *, hint) -> list:
+    """The rates a loop of ``total_steps`` optimizer steps gets from the student's scheduler (whose
+    own functions run at each step, so the shortcuts stay off for the whole loop)."""
     __tracebackhide__ = True
     label = _scheduler_label(total_steps, warmup_steps, max_lr, min_lr)
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=max_lr)
     rates = []
-    with checks.switched_off(SCHEDULE_SHORTCUTS, HELPER_OFF,
-                             getattr(warmup_cosine_scheduler, "__globals__", {})):
+    with checks.shortcuts_off(SHORTCUTS["check_warmup_cosine_scheduler"], warmup_cosine_scheduler,
+                              message=_OWN_CODE):
         scheduler = checks.check_runs(warmup_cosine_scheduler, optimizer, total_steps, warmup_steps, min_lr,
                                       name=label, hint=hint)
         checks.check_type(scheduler, torch.optim.lr_scheduler.LambdaLR, name=label, hint=hint)
         for step in range(total_steps):
             rate = scheduler.get_last_lr()[0]
-            checks.check_close(optimizer.param_groups[0]["lr"], rate, hint=hint, name={
-                "es": f"lr del optimizador en el paso {step}, frente a get_last_lr()",
-                "en": f"the optimizer's lr at step {step}, vs get_last_lr()"})
+            checks.check_close(optimizer.param_groups[0]["lr"], rate, hint=hint, name=checks.both(
+                f"lr del optimizador en el paso {step}, frente a get_last_lr()",
+                f"the optimizer's lr at step {step}, vs get_last_lr()"))
             rates.append(rate)
             optimizer.step(closure=None)
             checks.check_runs(scheduler.step, name=label, hint=hint)
     return rates
 
 
+@checks.keeps_random_state
 def check_warmup_cosine_scheduler(warmup_cosine_scheduler, *, case=None) -> list:
     """A ``LambdaLR`` whose rates, in a loop of optimizer steps, follow the warm-up and the cosine,
     with the optimizer's own lr as the peak. Returns the rates (for hidden tests)."""
     __tracebackhide__ = True
     hint = HINTS["warmup_cosine_scheduler"]
-    total_steps, warmup_steps, max_lr, min_lr = case or schedule_case(checks.fresh_generator())
-    rates = scheduler_rates(warmup_cosine_scheduler, total_steps, warmup_steps, max_lr, min_lr, hint=hint)
+    total_steps, warmup_steps, max_lr, min_lr = case or _schedule_case(checks.fresh_generator())
+    rates = _scheduler_rates(warmup_cosine_scheduler, total_steps, warmup_steps, max_lr, min_lr, hint=hint)
     label = _scheduler_label(total_steps, warmup_steps, max_lr, min_lr) + ".get_last_lr()"
-    check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, label=label, hint=hint)
+    _check_schedule_shape(rates, total_steps, warmup_steps, max_lr, min_lr, label=label, hint=hint)
     return rates
 
 
 # ----------------------------------------------------------------------------------- exercise 7: fit
-class PlannedValidation:
+class _PlannedValidation:
     """A validation loader whose labels make the accuracy follow a plan, one value per pass.
 
     Each pass records the model's weights, predicts with an identical copy and labels the first
@@ -796,7 +818,7 @@ class PlannedValidation:
         return iter(list(zip(halves, labels.split(len(self.x) // 2), strict=True)))
 
 
-class CallRecorder:
+class _CallRecorder:
     """A stand-in for a function of the student's that records what each call returned."""
 
     def __init__(self, function):
@@ -809,194 +831,204 @@ class CallRecorder:
 
 
 @contextlib.contextmanager
-def recording(function, *names):
+def _recording(function, *names):
     """Inside the block, the functions ``names`` of ``function``'s globals record their calls."""
     namespace = function.__globals__
-    recorders = {name: CallRecorder(namespace[name]) for name in names if callable(namespace.get(name))}
-    with replaced(namespace, recorders):
-        yield {name: recorders.get(name, CallRecorder(None)) for name in names}
+    recorders = {name: _CallRecorder(namespace[name]) for name in names if callable(namespace.get(name))}
+    with _replaced(namespace, recorders):
+        yield {name: recorders.get(name, _CallRecorder(None)) for name in names}
 
 
-def watch_fit(fit, *, seed: int, plan, use_scheduler: bool):
-    """Run ``fit`` for ``len(plan)`` epochs against a :class:`PlannedValidation`.
+def _watch_fit(check: str, fit, *, seed: int, plan, use_scheduler: bool):
+    """Run ``fit`` for ``len(plan)`` epochs against a :class:`_PlannedValidation`.
 
     Returns ``(model, history, validation, optimizer, calls)``; ``calls`` records what the student's
     ``train_one_epoch`` and ``evaluate`` returned inside ``fit``.
     """
     __tracebackhide__ = True
-    g = torch.Generator().manual_seed(seed)
+    g = checks.seeded_generator(seed)
     x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
     train_loader = DataLoader(TensorDataset(x, y), batch_size=4)
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-    validation = PlannedValidation(model, torch.randn(8, 4, generator=g), plan, 3)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5) if use_scheduler else None
-    with recording(fit, "train_one_epoch", "evaluate") as calls:
-        history = _run(fit, model, train_loader, validation, nn.CrossEntropyLoss(), optimizer, CPU, len(plan),
-                       scheduler, name=f"fit(..., epochs={len(plan)})", hint=HINTS["fit"])
+    with checks.seeded(seed):
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        validation = _PlannedValidation(model, torch.randn(8, 4, generator=g), plan, 3)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        scheduler = (torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5) if use_scheduler
+                     else None)
+        with _recording(fit, "train_one_epoch", "evaluate") as calls:
+            history = _run(check, fit, model, train_loader, validation, nn.CrossEntropyLoss(), optimizer,
+                           _CPU, len(plan), scheduler, name=f"fit(..., epochs={len(plan)})",
+                           hint=HINTS["fit"])
     return model, history, validation, optimizer, calls
 
 
+@checks.keeps_random_state
 def check_fit_keeps_best(fit, *, seed: int = 1406, plan=(0.25, 0.75, 0.5, 0.625)) -> None:
     """One validation per epoch, the best epoch (first on a tie) reported and its weights loaded."""
     __tracebackhide__ = True
     hint = HINTS["fit"]
-    model, history, validation, _, _ = watch_fit(fit, seed=seed, plan=plan, use_scheduler=False)
+    model, history, validation, _, _ = _watch_fit("check_fit_keeps_best", fit, seed=seed, plan=plan,
+                                                  use_scheduler=False)
     epochs = len(plan)
     best = max(range(epochs), key=lambda epoch: (plan[epoch], -epoch))
     checks.check_type(history, dict, name=f"fit(..., epochs={epochs})", hint=hint)
     checks.check_equal(len(validation.snapshots), epochs, hint=hint,
-                       name={"es": "recorridos de val_loader", "en": "passes over val_loader"})
-    checks.check_equal(history.get("best_epoch"), best, hint=hint, name={
-        "es": f"history['best_epoch'] (exactitudes de validación {list(plan)})",
-        "en": f"history['best_epoch'] (validation accuracies {list(plan)})"})
+                       name=checks.both("recorridos de val_loader", "passes over val_loader"))
+    checks.check_equal(history.get("best_epoch"), best, hint=hint, name=checks.both(
+        f"history['best_epoch'] (exactitudes de validación {list(plan)})",
+        f"history['best_epoch'] (validation accuracies {list(plan)})"))
     for key, value in model.state_dict().items():
-        checks.check_close(value, validation.snapshots[best][key], hint=hint, name={
-            "es": f"model.state_dict()[{key!r}] tras fit (se esperan los pesos de la época {best})",
-            "en": f"model.state_dict()[{key!r}] after fit (expected: the weights of epoch {best})"})
+        checks.check_close(value, validation.snapshots[best][key], hint=hint, name=checks.both(
+            f"model.state_dict()[{key!r}] tras fit (se esperan los pesos de la época {best})",
+            f"model.state_dict()[{key!r}] after fit (expected: the weights of epoch {best})"))
 
 
+@checks.keeps_random_state
 def check_fit_history(fit, *, seed: int = 1407, plan=(0.5, 0.25, 0.75), use_scheduler: bool = True) -> None:
     """The lists hold, per epoch, what the student's train_one_epoch and evaluate returned."""
     __tracebackhide__ = True
     hint = HINTS["fit_history"]
-    _, history, _, optimizer, calls = watch_fit(fit, seed=seed, plan=plan, use_scheduler=use_scheduler)
+    _, history, _, optimizer, calls = _watch_fit("check_fit_history", fit, seed=seed, plan=plan,
+                                                 use_scheduler=use_scheduler)
     epochs = len(plan)
     checks.check_type(history, dict, name=f"fit(..., epochs={epochs})", hint=hint)
     trained = calls["train_one_epoch"].returned
     evaluated = [result for result in calls["evaluate"].returned if isinstance(result, tuple)]
-    checks.check_equal(len(trained), epochs, hint=hint, name={
-        "es": "llamadas a tu train_one_epoch dentro de fit",
-        "en": "calls to your train_one_epoch inside fit"})
-    checks.check_equal(len(evaluated), epochs, hint=hint, name={
-        "es": "llamadas a tu evaluate dentro de fit", "en": "calls to your evaluate inside fit"})
+    checks.check_equal(len(trained), epochs, hint=hint, name=checks.both(
+        "llamadas a tu train_one_epoch dentro de fit", "calls to your train_one_epoch inside fit"))
+    checks.check_equal(len(evaluated), epochs, hint=hint, name=checks.both(
+        "llamadas a tu evaluate dentro de fit", "calls to your evaluate inside fit"))
     expected = {"train_loss": trained, "val_loss": [loss for loss, _ in evaluated],
                 "val_acc": [float(acc) for _, acc in evaluated]}
     for key, values in expected.items():
         checks.check_close(torch.tensor(history.get(key, []), dtype=torch.float64),
                            torch.tensor(values, dtype=torch.float64), name=f"history[{key!r}]", hint=hint)
     if use_scheduler:
-        checks.check_close(optimizer.param_groups[0]["lr"], 0.5 * 0.5 ** epochs, hint=hint, name={
-            "es": f"tasa de aprendizaje tras {epochs} épocas de StepLR(step_size=1, gamma=0.5)",
-            "en": f"learning rate after {epochs} epochs of StepLR(step_size=1, gamma=0.5)"})
+        checks.check_close(optimizer.param_groups[0]["lr"], 0.5 * 0.5 ** epochs, hint=hint, name=checks.both(
+            f"tasa de aprendizaje tras {epochs} épocas de StepLR(step_size=1, gamma=0.5)",
+            f"learning rate after {epochs} epochs of StepLR(step_size=1, gamma=0.5)"))
 
 
 # --------------------------------------------------------------------- exercise 8: accumulation_step
-def watch_accumulation_step(accumulation_step, *, seed: int, sizes, widths):
+def _watch_accumulation_step(check: str, accumulation_step, *, seed: int, sizes, widths):
     """Run ``accumulation_step`` on a float64 MLP whose ``.grad`` holds leftovers from before.
 
-    Returns ``(recorder, returned value, the large batch's loss, its gradient per parameter)``; the
-    large batch's loss and gradient are those of all micro-batches concatenated into one batch.
+    Returns ``(recorder, returned value, the large batch's loss, its gradient by parameter name)``;
+    the large batch's loss and gradient are those of all micro-batches concatenated into one batch.
     """
     __tracebackhide__ = True
-    g = torch.Generator().manual_seed(seed)
+    g = checks.seeded_generator(seed)
     x = torch.randn(sum(sizes), widths[0], generator=g, dtype=torch.float64)
     y = torch.randint(0, widths[-1], (sum(sizes),), generator=g)
-    model = _small_mlp(seed, widths).double()
-    large = copy.deepcopy(model)
-    large_loss = nn.functional.cross_entropy(large(x), y)
-    large_grads = torch.autograd.grad(large_loss, list(large.parameters()))
-    for p in model.parameters():
-        p.grad = torch.randn(p.shape, generator=g, dtype=torch.float64)   # leftovers of an earlier step
-    recorder = LoopRecorder()
-    recorder.watch(model)
-    micro_batches = list(zip(x.split(list(sizes)), y.split(list(sizes)), strict=True))
-    returned = _run(accumulation_step, model, nn.CrossEntropyLoss(), SpySGD(model.parameters(), recorder),
-                    micro_batches, name=_accumulation_label(sizes), hint=HINTS["accumulation_step"])
+    with checks.seeded(seed):
+        model = _small_mlp(widths).double()
+        large = copy.deepcopy(model)
+        large_loss = nn.functional.cross_entropy(large(x), y)
+        large_grads = dict(zip([name for name, _ in large.named_parameters()],
+                               torch.autograd.grad(large_loss, list(large.parameters())), strict=True))
+        for p in model.parameters():
+            p.grad = torch.randn(p.shape, generator=g, dtype=torch.float64)   # leftovers of an earlier step
+        recorder = _LoopRecorder()
+        recorder.watch(model)
+        micro_batches = list(zip(x.split(list(sizes)), y.split(list(sizes)), strict=True))
+        optimizer = checks.SpySGD(model.parameters(), on_step=recorder.on_step)
+        returned = _run(check, accumulation_step, model, nn.CrossEntropyLoss(), optimizer, micro_batches,
+                        name=_accumulation_label(sizes), hint=HINTS["accumulation_step"])
     return recorder, returned, large_loss.item(), large_grads
 
 
 def _accumulation_label(sizes) -> dict:
-    return {"es": f"accumulation_step(..., microlotes de tamaños {list(sizes)})",
-            "en": f"accumulation_step(..., micro-batches of sizes {list(sizes)})"}
+    return checks.both(f"accumulation_step(..., microlotes de tamaños {list(sizes)})",
+                       f"accumulation_step(..., micro-batches of sizes {list(sizes)})")
 
 
+@checks.keeps_random_state
 def check_accumulation_step(accumulation_step, *, seed: int = 1408, sizes=(4, 4, 4),
                             widths=(5, 7, 3)) -> None:
     """A single step, taken with the large batch's gradient (leftovers cleared first)."""
     __tracebackhide__ = True
     hint = HINTS["accumulation_step"]
-    recorder, _, _, large_grads = watch_accumulation_step(accumulation_step, seed=seed, sizes=sizes,
-                                                          widths=widths)
+    recorder, _, _, large_grads = _watch_accumulation_step("check_accumulation_step", accumulation_step,
+                                                           seed=seed, sizes=sizes, widths=widths)
     label = _accumulation_label(sizes)
     checks.check_equal(len(recorder.step_grads), 1, hint=hint, name=_with(
-        label, {"es": "pasos del optimizador", "en": "optimizer steps"}))
-    names = [name for name, _ in _small_mlp(seed, widths).named_parameters()]
-    for name, got, expected in zip(names, recorder.step_grads[0], large_grads, strict=True):
+        label, "pasos del optimizador", "optimizer steps"))
+    for got, (name, expected) in zip(recorder.step_grads[0], large_grads.items(), strict=True):
         checks.check_close(torch.zeros_like(expected) if got is None else got, expected, hint=hint,
-                           name=_with(label, {
-                               "es": f".grad de {name} en el paso, frente al gradiente del lote grande",
-                               "en": f".grad of {name} at the step, vs the large batch's gradient"}))
+                           name=_with(label,
+                                      f".grad de {name} en el paso, frente al gradiente del lote grande",
+                                      f".grad of {name} at the step, vs the large batch's gradient"))
 
 
+@checks.keeps_random_state
 def check_accumulation_loss(accumulation_step, *, seed: int = 1409, sizes=(3, 5, 4),
                             widths=(5, 7, 3)) -> None:
     """The returned value is the large batch's loss, as a Python float."""
     __tracebackhide__ = True
     hint = HINTS["accumulation_loss"]
-    _, returned, large_loss, _ = watch_accumulation_step(accumulation_step, seed=seed, sizes=sizes,
-                                                         widths=widths)
+    _, returned, large_loss, _ = _watch_accumulation_step("check_accumulation_loss", accumulation_step,
+                                                          seed=seed, sizes=sizes, widths=widths)
     label = _accumulation_label(sizes)
     checks.check_type(returned, float, name=label, hint=hint)
     checks.check_close(returned, large_loss, name=label, hint=hint)
 
 
 # ------------------------------------------------------------------------ exercise 9: make_classifier
-def build_classifier(make_classifier) -> nn.Module:
+def _build_classifier(check: str, make_classifier) -> nn.Module:
     """``make_classifier()`` with the course's model builders switched off."""
     __tracebackhide__ = True
     hint = HINTS["make_classifier"]
-    model = _run(make_classifier, name="make_classifier()", hint=hint, helpers=COURSE_MODELS)
+    model = _run(check, make_classifier, name="make_classifier()", hint=hint)
     checks.check_type(model, nn.Module, name="make_classifier()", hint=hint)
     return model
 
 
-def check_classifier_shape(make_classifier, *, batch: int = 2) -> nn.Module:
+def _check_classifier_shape(check: str, make_classifier, *, batch: int = 2) -> nn.Module:
     """A new model each call, logits ``(N, 10)`` for images ``(N, 1, 28, 28)``."""
     __tracebackhide__ = True
     hint = HINTS["make_classifier"]
-    model = build_classifier(make_classifier)
-    images = torch.randn(batch, 1, 28, 28)
+    model = _build_classifier(check, make_classifier)
+    images = torch.randn(batch, 1, 28, 28, generator=checks.fresh_generator())
     name = f"make_classifier()(images {tuple(images.shape)})"
     logits = checks.check_runs(model, images, name=name, hint=hint)
     checks.check_shape(logits, (batch, 10), name=name, hint=hint)
     return model
 
 
+@checks.keeps_random_state
 def check_classifier(make_classifier, classifier, test_loader, device) -> None:
     """The builder works without the course's builders, and the trained ``classifier`` reaches 80 %."""
     __tracebackhide__ = True
-    from course import training  # here, not at the top: every kernel imports this module at start
-
     hint = HINTS["make_classifier"]
-    check_classifier_shape(make_classifier)
+    _check_classifier_shape("check_classifier", make_classifier)
     checks.check_type(classifier, nn.Module, name="classifier", hint=hint)
     predictions, targets = training.predict(classifier, test_loader, device=device)
     score = (predictions == targets).double().mean().item()
     checks.check_true(score >= 0.80, hint=hint,
-                      name={"es": f"exactitud del clasificador en {len(targets)} imágenes de prueba",
-                            "en": f"classifier accuracy on {len(targets)} test images"},
+                      name=checks.both(f"exactitud del clasificador en {len(targets)} imágenes de prueba",
+                                       f"classifier accuracy on {len(targets)} test images"),
                       expected="≥ 80 %", got=f"{score:.1%}")
 
 
+@checks.keeps_random_state
 def check_classifier_is_new(make_classifier, classifier) -> None:
     """Each call builds new, independent parameters: not the trained model, not a shared one."""
     __tracebackhide__ = True
     hint = HINTS["make_classifier"]
-    first, second = check_classifier_shape(make_classifier, batch=5), build_classifier(make_classifier)
+    first = _check_classifier_shape("check_classifier_is_new", make_classifier, batch=5)
+    second = _build_classifier("check_classifier_is_new", make_classifier)
     shared = {p.data_ptr() for p in first.parameters()} & (
         {p.data_ptr() for p in second.parameters()} | {p.data_ptr() for p in classifier.parameters()})
     checks.check_true(first is not classifier and not shared, hint=hint,
-                      name={"es": "dos llamadas a make_classifier()", "en": "two calls to make_classifier()"},
-                      expected={"es": "dos modelos nuevos, sin parámetros compartidos",
-                                "en": "two new models, sharing no parameters"},
-                      got={"es": f"{len(shared)} parámetros compartidos",
-                           "en": f"{len(shared)} shared parameters"})
+                      name=checks.both("dos llamadas a make_classifier()", "two calls to make_classifier()"),
+                      expected=checks.both("dos modelos nuevos, sin parámetros compartidos",
+                                           "two new models, sharing no parameters"),
+                      got=checks.both(f"{len(shared)} parámetros compartidos",
+                                      f"{len(shared)} shared parameters"))
 
 
 # --------------------------------------------------------------------------- exercise 10: log_epoch
-def watch_log_epoch(log_epoch, *, epochs: int, batches: int, tags, generator: torch.Generator):
+def _watch_log_epoch(log_epoch, *, epochs: int, batches: int, tags, generator: torch.Generator):
     """Call ``log_epoch`` once per epoch with one ``SummaryWriter`` on a fresh folder, flush the
     writer, and read that folder back (with ``course.tracking``) before the writer is closed.
 
@@ -1006,8 +1038,6 @@ def watch_log_epoch(log_epoch, *, epochs: int, batches: int, tags, generator: to
     Returns ``(scalars read back, the losses given per epoch, the metrics given per epoch)``.
     """
     __tracebackhide__ = True
-    import tempfile
-
     from course import tracking  # here, not at the top: it imports tensorboard
 
     losses = [[round(v, 4) for v in (0.2 + 2 * torch.rand(batches, generator=generator)).tolist()]
@@ -1031,39 +1061,39 @@ def watch_log_epoch(log_epoch, *, epochs: int, batches: int, tags, generator: to
 def _check_points(scalars: dict, tag: str, steps, values, *, what: dict, hint) -> None:
     __tracebackhide__ = True
     points = scalars.get(tag, [])
-    name = {language: f"{text} ({tag!r})" for language, text in what.items()}
-    checks.check_true(tag in scalars, name=name, hint=hint, expected=repr(tag), got={
-        "es": f"etiquetas en la carpeta del escritor: {sorted(scalars)}",
-        "en": f"tags in the writer's folder: {sorted(scalars)}"})
+    name = checks.both(f"{what['es']} ({tag!r})", f"{what['en']} ({tag!r})")
+    checks.check_true(tag in scalars, name=name, hint=hint, expected=repr(tag), got=checks.both(
+        f"etiquetas en la carpeta del escritor: {sorted(scalars)}",
+        f"tags in the writer's folder: {sorted(scalars)}"))
     checks.check_equal([step for step, _ in points], list(steps), hint=hint,
-                       name={language: f"{text}: steps" if language == "en" else f"{text}: pasos"
-                             for language, text in name.items()})
+                       name=_with(name, "pasos", "steps"))
     checks.check_close(torch.tensor([value for _, value in points], dtype=torch.float64),
                        torch.tensor(values, dtype=torch.float32).double(), hint=hint,
-                       name={language: f"{text}: values" if language == "en" else f"{text}: valores"
-                             for language, text in name.items()})
+                       name=_with(name, "valores", "values"))
 
 
+@checks.keeps_random_state
 def check_log_epoch_steps(log_epoch, *, epochs: int = 3, batches: int = 4,
                           tags=("accuracy/val", "lr")) -> None:
     """Every batch loss under ``loss/train``, at a step that keeps counting across epochs."""
     __tracebackhide__ = True
     hint = HINTS["log_epoch"]
-    scalars, losses, _ = watch_log_epoch(log_epoch, epochs=epochs, batches=batches, tags=tags,
-                                         generator=checks.fresh_generator())
+    scalars, losses, _ = _watch_log_epoch(log_epoch, epochs=epochs, batches=batches, tags=tags,
+                                          generator=checks.fresh_generator())
     _check_points(scalars, "loss/train", range(epochs * batches), [v for epoch in losses for v in epoch],
-                  hint=hint, what={"es": f"pérdidas por lote de {epochs} épocas de {batches} lotes",
-                                   "en": f"per-batch losses of {epochs} epochs of {batches} batches"})
+                  hint=hint, what=checks.both(f"pérdidas por lote de {epochs} épocas de {batches} lotes",
+                                              f"per-batch losses of {epochs} epochs of {batches} batches"))
 
 
+@checks.keeps_random_state
 def check_log_epoch_metrics(log_epoch, *, epochs: int = 3, batches: int = 2,
                             tags=("accuracy/val", "lr")) -> None:
     """Every metric under its own tag, one point per epoch, at the epoch's number."""
     __tracebackhide__ = True
     hint = HINTS["log_epoch"]
-    scalars, _, metrics = watch_log_epoch(log_epoch, epochs=epochs, batches=batches, tags=tags,
-                                          generator=checks.fresh_generator())
+    scalars, _, metrics = _watch_log_epoch(log_epoch, epochs=epochs, batches=batches, tags=tags,
+                                           generator=checks.fresh_generator())
     for tag in tags:
         _check_points(scalars, tag, range(epochs), [epoch[tag] for epoch in metrics], hint=hint,
-                      what={"es": f"métrica de época tras {epochs} épocas",
-                            "en": f"epoch metric after {epochs} epochs"})
+                      what=checks.both(f"métrica de época tras {epochs} épocas",
+                                       f"epoch metric after {epochs} epochs"))
