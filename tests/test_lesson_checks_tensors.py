@@ -34,11 +34,12 @@ def test_to_unit_float():
 
 def test_to_unit_float_sees_an_answer_that_changes_its_input():
     def in_place(images):
-        images //= 2
-        return images.float() / 127.5
+        scaled = images.float() / 255
+        images.zero_()
+        return scaled
 
-    message = failure(lesson.check_to_unit_float, in_place)
-    assert "0 and 255" in message or "input" in message
+    failure(lesson.check_to_unit_float, in_place,
+            says=["expected: the input left unchanged", "the input modified"])
 
 
 def test_flatten_per_image():
@@ -46,7 +47,8 @@ def test_flatten_per_image():
     failure(lesson.check_flatten_per_image, lambda batch: batch.contiguous().view(len(batch), -1).clone(),
            says=["does not share memory"])
     failure(lesson.check_flatten_per_image, lambda batch: batch.view(len(batch), -1), says=["raised"])
-    failure(lesson.check_flatten_per_image, lambda batch: batch.reshape(-1, batch.shape[0]).T)
+    failure(lesson.check_flatten_per_image, lambda batch: batch.reshape(-1, batch.shape[0]).T,
+            says=["the values differ"])
 
 
 def _broadcast_distances(a, b):
@@ -57,7 +59,8 @@ def test_pairwise_distances():
     lesson.check_pairwise_distances(_broadcast_distances)
     failure(lesson.check_pairwise_distances, lambda a, b: (a[:, None] - b[None]).pow(2).sum(-1),
            says=["3-4-5"])
-    failure(lesson.check_pairwise_distances, lambda a, b: (a - b).norm(dim=-1))
+    failure(lesson.check_pairwise_distances, lambda a, b: (a[:, None] - b[None]).norm(),
+            says=["the shape is not the expected one"])
     failure(lesson.check_pairwise_distances,
            lambda a, b: torch.tensor([[0.0, 10.0, 3.0], [5.0, 5.0, 4.0]]), says=["shape"])
 
@@ -101,19 +104,18 @@ def test_normalize_rows():
         lambda counts: torch.nan_to_num(counts / counts.sum(dim=1, keepdim=True)))
     failure(lesson.check_normalize_rows, lambda counts: counts / counts.sum(dim=1, keepdim=True),
            says=["sum(dim=1)"])
-    failure(lesson.check_normalize_rows, lambda counts: (counts / counts.sum()).float())
+    failure(lesson.check_normalize_rows, lambda counts: (counts / counts.sum()).float(),
+            says=[".sum(dim=1): the values differ"])
     failure(lesson.check_normalize_rows,
            lambda counts: torch.nn.functional.normalize(counts, p=1, dim=1), says=["ShortcutUsed"])
 
 
 def test_from_numpy_pair():
     lesson.check_from_numpy_pair(lambda array: (torch.as_tensor(array), torch.tensor(array.copy())))
-    message = failure(lesson.check_from_numpy_pair,
-                     lambda array: (torch.tensor(array), torch.tensor(array)))
-    assert "to see changes to the array" in message
-    message = failure(lesson.check_from_numpy_pair,
-                     lambda array: (torch.as_tensor(array), torch.as_tensor(array)))
-    assert "an independent copy" in message
+    failure(lesson.check_from_numpy_pair, lambda array: (torch.tensor(array), torch.tensor(array)),
+            says=["expected: to see changes to the array"])
+    failure(lesson.check_from_numpy_pair, lambda array: (torch.as_tensor(array), torch.as_tensor(array)),
+            says=["expected: an independent copy"])
     failure(lesson.check_from_numpy_pair,
            lambda array: (torch.as_tensor(array).float(), torch.tensor(array)), says=["dtype"])
     failure(lesson.check_from_numpy_pair, lambda array: [torch.as_tensor(array), torch.tensor(array)],

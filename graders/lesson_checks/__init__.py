@@ -23,7 +23,7 @@ from pathlib import Path
 
 from course.settings import say
 
-__all__ = ["hint", "lesson_texts"]
+__all__ = ["concept_check", "hint", "lesson_texts"]
 
 TEXTS = Path(__file__).with_name("texts")
 
@@ -43,6 +43,23 @@ def lesson_texts(module: str) -> LessonTexts:
     """The texts of the lesson whose check module is ``module`` (``tensors``, or its full name)."""
     data = tomllib.loads((TEXTS / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
     return LessonTexts(data.get("hints", {}), data.get("more_hints", {}), data.get("concept_keys", []))
+
+
+def concept_check(module: str):
+    """``check_concepts(ANSWERS)`` for the lesson whose check module is ``module``: the visible part
+    of its concept check (a dict of exactly its statements' keys, each True or False)."""
+    from graders import checks
+
+    texts = lesson_texts(module)
+
+    @checks.keeps_random_state
+    def check_concepts(answers) -> None:
+        """The concept check's visible part: ANSWERS maps each statement's key to True or False."""
+        __tracebackhide__ = True
+        checks.check_concepts(answers, texts)
+
+    check_concepts.__module__ = module
+    return check_concepts
 
 
 def lesson_modules() -> list:

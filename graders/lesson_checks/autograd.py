@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from graders import checks
-from graders.lesson_checks import lesson_texts
+from graders.lesson_checks import concept_check, lesson_texts
 
 __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTCUTS",
            "check_clipped_backward", "check_clipped_identity_backward", "check_clipped_identity_forward",
@@ -25,16 +25,8 @@ __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTC
            "gradient_after_snippet", "run_compound"]
 
 TEXTS = lesson_texts(__name__)
-HINTS = TEXTS.hints
-
-MORE_HINTS = TEXTS.more_hints
-
-
-@checks.keeps_random_state
-def check_concepts(answers) -> None:
-    """The concept check's visible part: a dict of the statements' keys, each True or False."""
-    __tracebackhide__ = True
-    checks.check_concepts(answers, TEXTS)
+HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+check_concepts = concept_check(__name__)
 
 
 # Library functions that would answer an exercise in one call, switched off while its answer runs,

@@ -25,7 +25,7 @@ from torch import nn
 from course import training
 from course.diagnose import diagnose
 from graders import checks
-from graders.lesson_checks import lesson_texts
+from graders.lesson_checks import concept_check, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "check_block", "check_classifier_learns", "check_clipped_order",
            "check_clipped_update", "check_concepts", "check_diagnose_finds_nothing",
@@ -38,16 +38,8 @@ __all__ = ["HINTS", "MORE_HINTS", "check_block", "check_classifier_learns", "che
 
 # ------------------------------------------------------------------------------------------- texts
 TEXTS = lesson_texts(__name__)
-HINTS = TEXTS.hints
-
-MORE_HINTS = TEXTS.more_hints
-
-
-@checks.keeps_random_state
-def check_concepts(answers) -> None:
-    """The concept check's visible part: a dict of the statements' keys, each True or False."""
-    __tracebackhide__ = True
-    checks.check_concepts(answers, TEXTS)
+HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+check_concepts = concept_check(__name__)
 
 
 # --------------------------------------------------------------------------- course loops switched off

@@ -23,9 +23,10 @@ from torch.nn import functional as F
 
 from course import amp, timing
 from graders import checks
-from graders.lesson_checks import lesson_texts
+from graders.lesson_checks import concept_check, lesson_texts
 
-__all__ = ["HINTS", "MORE_HINTS", "check_amp_train_step_autocast", "check_amp_train_step_clipping",
+__all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_amp_train_step_autocast",
+           "check_amp_train_step_clipping",
            "check_amp_train_step_scaler", "check_amp_train_step_update", "check_autocast", "check_bytes",
            "check_clipped_step", "check_concepts", "check_fate_of", "check_fenced_by_syncs",
            "check_fp16_fate_shape", "check_fp16_fate_values", "check_median_of", "check_never_syncs",
@@ -35,16 +36,8 @@ __all__ = ["HINTS", "MORE_HINTS", "check_amp_train_step_autocast", "check_amp_tr
 
 # --------------------------------------------------------------------------------------------- texts
 TEXTS = lesson_texts(__name__)
-HINTS = TEXTS.hints
-
-MORE_HINTS = TEXTS.more_hints
-
-
-@checks.keeps_random_state
-def check_concepts(answers) -> None:
-    """The concept check's visible part: a dict of the statements' keys, each True or False."""
-    __tracebackhide__ = True
-    checks.check_concepts(answers, TEXTS)
+HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+check_concepts = concept_check(__name__)
 
 
 # ------------------------------------------------------------------------------ helpers switched off

@@ -18,7 +18,7 @@ import torchvision
 from torch import nn
 
 from graders import checks
-from graders.lesson_checks import lesson_texts
+from graders.lesson_checks import concept_check, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_count_parameters",
            "check_count_trainable", "check_init_biases", "check_init_weights", "check_load_is_strict",
@@ -27,16 +27,8 @@ __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_count_pa
            "check_train_and_eval_outputs"]
 
 TEXTS = lesson_texts(__name__)
-HINTS = TEXTS.hints
-
-MORE_HINTS = TEXTS.more_hints
-
-
-@checks.keeps_random_state
-def check_concepts(answers) -> None:
-    """The concept check's visible part: a dict of the statements' keys, each True or False."""
-    __tracebackhide__ = True
-    checks.check_concepts(answers, TEXTS)
+HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+check_concepts = concept_check(__name__)
 
 
 # Library classes that would answer an exercise in one call, switched off while its answer runs, by

@@ -12,22 +12,15 @@ import torch.functional
 import torch.nn.functional
 
 from graders import checks
-from graders.lesson_checks import lesson_texts
+from graders.lesson_checks import concept_check, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_flatten_per_image",
            "check_from_numpy_pair", "check_linear_forward", "check_normalize_rows",
            "check_pairwise_distances", "check_prepare_batch", "check_to_unit_float"]
 
 TEXTS = lesson_texts(__name__)
-HINTS = TEXTS.hints
-
-MORE_HINTS = TEXTS.more_hints
-
-@checks.keeps_random_state
-def check_concepts(answers) -> None:
-    """The concept check's visible part: a dict of the statements' keys, each True or False."""
-    __tracebackhide__ = True
-    checks.check_concepts(answers, TEXTS)
+HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+check_concepts = concept_check(__name__)
 
 
 # Library functions that would answer an exercise in one call, switched off while its answer runs,

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course import data, training
 from graders import checks
 from graders.checks import say
-from graders.lesson_checks import lesson_texts
+from graders.lesson_checks import concept_check, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation_step", "check_accuracy",
            "check_adamw_step_decay", "check_adamw_step_moments", "check_classifier",
@@ -34,16 +34,8 @@ __all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation
            "check_warmup_cosine_scheduler"]
 
 TEXTS = lesson_texts(__name__)
-HINTS = TEXTS.hints
-
-MORE_HINTS = TEXTS.more_hints
-
-
-@checks.keeps_random_state
-def check_concepts(answers) -> None:
-    """The concept check's visible part: a dict of the statements' keys, each True or False."""
-    __tracebackhide__ = True
-    checks.check_concepts(answers, TEXTS)
+HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+check_concepts = concept_check(__name__)
 
 
 # ------------------------------------------------------------------------------- shortcuts off
