@@ -23,10 +23,15 @@ sandbox without network, say) still works.
 """
 
 import argparse
+import contextlib
 import copy
+import dataclasses
 import datetime
 import os
+import re
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,8 +48,9 @@ from torch.utils.data.distributed import DistributedSampler
 from course.settings import LANGUAGES, say, set_language
 from course.timing import stopwatch
 
-__all__ = ["DDPRun", "contiguous_shard", "ddp_worker", "free_port", "launch", "loopback_interface",
-           "main", "pick_backend", "run_ddp", "setup_process_group"]
+__all__ = ["DDPRun", "TorchrunLaunch", "contiguous_shard", "ddp_worker", "excerpt", "free_port", "launch",
+           "loopback_interface", "main", "pick_backend", "run_ddp", "setup_process_group", "torchrun",
+           "torchrun_environment"]
 
 DEFAULT_TIMEOUT_S = 120
 
@@ -400,6 +406,191 @@ def main(argv=None) -> None:
         }), flush=True)
     finally:
         dist.destroy_process_group()
+
+
+
+# ------------------------------------------------------------------------ launching torchrun, reliably
+# Lines of a launch's stderr that say nothing about it: c10d's warning on a machine whose hostname
+# does not resolve (a sandbox without network).
+NOISE = ("hostname of the client socket",)
+# torchrun's summary of a failed launch names each failed process and its exit code (negative: the
+# signal that killed it); the first observed failure comes last, under "Root Cause".
+_SUMMARY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+
+
+def torchrun_environment() -> dict:
+    """This process's environment for a torchrun child: one thread per process, unbuffered output,
+    gloo on the loopback interface."""
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    interface = loopback_interface()
+    if interface:
+        environment.setdefault("GLOO_SOCKET_IFNAME", interface)
+    return environment
+
+
+def excerpt(text: str, head: int = 12, tail: int = 24) -> list[str]:
+    """The lines of ``text`` worth reading: all of them when they are few, else the first ``head``
+    (where an error starts) and the last ``tail`` (where it ends), with a line saying how many were
+    left out between them."""
+    lines = [line for line in text.rstrip().splitlines() if not any(noise in line for noise in NOISE)]
+    if len(lines) <= head + tail + 1:
+        return lines
+    left_out = len(lines) - head - tail
+    gap = say({"es": f"… ({left_out} líneas omitidas) …", "en": f"… ({left_out} lines left out) …"})
+    return [*lines[:head], gap, *lines[-tail:]]
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _launcher_messages(text: str, summary: bool) -> str:
+    """torchrun's own messages, without its Python traceback (it ends raising ``ChildFailedError``)
+    and, unless ``summary``, without the summary box (``=====`` lines) that names each failed process."""
+    kept, skipping, boxes = [], False, 0
+    for line in text.splitlines():
+        if line.startswith("Traceback (most recent call last):"):
+            skipping = True
+        boxes += not summary and len(line) >= 20 and set(line) == {"="}
+        if not skipping and (summary or boxes % 2 == 0) and set(line) != {"="}:
+            kept.append(line)
+        if line.startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError"):
+            skipping = False
+    return "\n".join(kept)
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchrunLaunch:
+    """What one torchrun launch left: its exit code (``None``: stopped at the timeout), what the
+    processes printed, torchrun's own messages and each process's stderr (by local rank). After a
+    retry, ``retried`` says why in one line and ``earlier`` is the launch that was not kept."""
+
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+    ranks: dict = dataclasses.field(default_factory=dict)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retried: str = ""
+    earlier: "TorchrunLaunch | None" = None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    def failed_ranks(self) -> list[tuple[int, int]]:
+        """``(local rank, exit code)`` of each process torchrun reports as failed, the first observed
+        failure (the root cause) first."""
+        summary = self.stderr.rpartition("Failures:")[2]
+        others, _, root = summary.rpartition("Root Cause")
+        found = [(int(local), int(code)) for text in (root, others)
+                 for _, local, code in _SUMMARY.findall(text)]
+        if not found:   # torchrun stopped before its summary: its log lines, in the order they came
+            found = [(int(local), int(code)) for code, local in _FAILED.findall(self.stderr)]
+        return list(dict.fromkeys(found))
+
+    def killed_by(self) -> str:
+        """The signal that ended the launch (``SIGABRT``…): torchrun's own, or else the first failed
+        process's; ``""`` when it ended otherwise (normally, by an exception, at the timeout)."""
+        if self.timed_out:
+            return ""
+        if self.returncode < 0:
+            return _signal_name(self.returncode)
+        failed = self.failed_ranks()
+        return _signal_name(failed[0][1]) if failed and failed[0][1] < 0 else ""
+
+    def cause(self) -> str:
+        """One line: why the launch failed, as far as its messages tell (``""`` when it did not)."""
+        if self.returncode == 0:
+            return ""
+        if self.timed_out:
+            return f"timeout ({self.timeout_s:g} s)"
+        if self.returncode < 0:
+            return f"torchrun: {self.killed_by()}"
+        failed = self.failed_ranks()
+        if not failed:
+            return f"exit code {self.returncode}"
+        rank, code = failed[0]
+        last = excerpt(self.ranks.get(rank, ""))[-1:]
+        return ": ".join([f"rank {rank}", self.killed_by() or f"exit code {code}", *last])
+
+    def errors(self, head: int = 12, tail: int = 24) -> str:
+        """What the failed processes wrote to stderr (the first one first; every process's when none
+        is known to have failed), then torchrun's own messages; long texts keep their head and tail."""
+        known = dict(self.failed_ranks())
+        failed = known or dict.fromkeys(rank for rank, text in sorted(self.ranks.items()) if text.strip())
+        parts = []
+        for rank, code in failed.items():
+            parts.append(_rank_heading(rank, code))
+            lines = excerpt(self.ranks.get(rank, ""), head, tail)
+            parts += [f"  {line}" for line in lines or [say({"es": "(nada)", "en": "(nothing)"})]]
+        launcher = excerpt(_launcher_messages(self.stderr, summary=not known), head, tail)
+        if launcher:
+            parts += ["torchrun:", *(f"  {line}" for line in launcher)]
+        return "".join(f"\n    {part}" for part in parts)
+
+
+def _rank_heading(rank: int, code: int | None) -> str:
+    if code is None:
+        return say({"es": f"stderr del rank {rank}:", "en": f"stderr of rank {rank}:"})
+    killed = f", {_signal_name(code)}" if code < 0 else ""
+    return say({"es": f"stderr del rank {rank} (código de salida {code}{killed}):",
+                "en": f"stderr of rank {rank} (exit code {code}{killed}):"})
+
+
+def _rank_logs(log_dir: Path) -> dict:
+    """Each process's stderr, by local rank, from torchrun's ``--log-dir`` (the last attempt's)."""
+    logs = {}
+    for path in sorted(log_dir.glob("*/attempt_*/*/stderr.log")):
+        logs[int(path.parent.name)] = path.read_text(errors="replace")
+    return logs
+
+
+def _torchrun_once(folder, processes: int, script: str, arguments, timeout_s: float) -> TorchrunLaunch:
+    """One launch: stdout captured, each process's stderr in a file of its own (so that one
+    process's error is not lost among the others' messages), the whole group stopped at the timeout."""
+    with tempfile.TemporaryDirectory(prefix="torchrun-logs-") as logs:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc_per_node={processes}", "--log-dir", logs, "--redirects", "2",
+                   script, *map(str, arguments)]
+        with subprocess.Popen(command, cwd=folder, env=torchrun_environment(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
+            try:
+                out, err = child.communicate(timeout=timeout_s)
+                code = child.returncode
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)   # torchrun, and so every process it started
+                out, err = child.communicate()
+                code = None
+            except BaseException:                      # an interrupted kernel leaves nothing running
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                raise
+        return TorchrunLaunch(code, out, err, _rank_logs(Path(logs)), timeout_s)
+
+
+def torchrun(folder, processes: int, script: str, *arguments, timeout_s: float = DEFAULT_TIMEOUT_S,
+             report=print) -> TorchrunLaunch:
+    """``torchrun --standalone --nproc_per_node=processes script arguments…``, run in ``folder``.
+
+    A launch in which a process was killed by a signal (``SIGABRT``, ``SIGSEGV``…: the machine or a
+    library, not the script's own code) is launched once more, and ``report`` gets one line saying
+    so and why. A script that fails with an exception, or runs past ``timeout_s``, is not launched
+    again: that is what the script does.
+    """
+    first = _torchrun_once(folder, processes, script, arguments, timeout_s)
+    if not first.killed_by():
+        return first
+    why = say({"es": f"torchrun se lanzó una vez más: un proceso murió por una señal, no por una excepción "
+                     f"del código ({first.cause()[:200]})",
+               "en": f"torchrun was launched once more: a process was killed by a signal, not by an "
+                     f"exception in the code ({first.cause()[:200]})"})
+    report(why)
+    again = _torchrun_once(folder, processes, script, arguments, timeout_s)
+    return dataclasses.replace(again, retried=why, earlier=first)
 
 
 if __name__ == "__main__":

@@ -445,7 +445,3 @@ class SpySGD(torch.optim.SGD):
         self.steps.append(record)
         return result
 
-
-def switched_off(targets, message, *namespaces):
-    """Transitional: the old name of :func:`shortcuts_off`, removed once every lesson moved."""
-    return shortcuts_off(targets, *namespaces, message=message)

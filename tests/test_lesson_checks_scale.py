@@ -1,5 +1,10 @@
 """Lesson 07's checks: right answers pass, typical wrong ones fail with expected / got / hint, and
-the harnesses (switched-off tools, spies, random state) do what they say."""
+the harnesses (switched-off tools, spies, random state, the package's launch) do what they say."""
+
+import inspect
+import tempfile
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +13,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 from torch.utils.data.distributed import DistributedSampler
 
 import course
+from course import distributed
 from course.memory import model_saved_bytes, saved_bytes
 from graders import checks
 from graders.checks import CheckFailed
@@ -141,22 +147,108 @@ def sum_of_gradients(per_rank):
     return {name: sum(grads[name] for grads in per_rank) for name in per_rank[0]}
 
 
+# ------------------------------------------------------------------ how test_harness calls each check
+_ANSWER_FOLDERS = tempfile.TemporaryDirectory(prefix="scale-answers-")
+SMALL_RUN = {"world_size": 2, "examples": 64, "epochs": 2, "batch_size": 8, "seed": 11}
+
+
+def _package(answer) -> Path:
+    """The package an answer makes for the package checks: its training.py holds the answer's code,
+    a function that is not ``train``, so the checks stop before launching torchrun."""
+    folder = Path(tempfile.mkdtemp(dir=_ANSWER_FOLDERS.name))
+    try:
+        code = textwrap.dedent(inspect.getsource(answer))
+    except (OSError, TypeError):
+        code = f"# {answer!r}\n"
+    (folder / "minitrain").mkdir()
+    (folder / lesson.TRAINING_FILE).write_text(code)
+    return folder
+
+
+def _run_of(answer) -> lesson.PackageRun:
+    return lesson.package_run(_package(answer), **SMALL_RUN)
+
+
+def _seeded(build, *args, **kwargs):
+    """A model built with its own seed: preparing a call leaves the global random state alone."""
+    with checks.seeded(0):
+        return build(*args, **kwargs)
+
+
+def _weights():
+    from torchvision.models import ResNet18_Weights
+
+    return ResNet18_Weights.DEFAULT
+
+
+ONE_RANK = ([{"w": torch.ones(2)}], {"w": torch.ones(2)}, "one rank")
+IMAGES = torch.zeros(2, 3, 64, 64, dtype=torch.uint8)
+
+CHECK_CALLS = {
+    "check_activation_bytes": lesson.check_activation_bytes,
+    "check_activation_bytes_leaves_buffers_out": lesson.check_activation_bytes_leaves_buffers_out,
+    "check_activation_bytes_on": lambda answer: lesson.check_activation_bytes_on(
+        answer, _seeded(lesson.blocks, 2, 8), torch.ones(3, 8), 0, "2 blocks"),
+    "check_average_gradients": lesson.check_average_gradients,
+    "check_average_gradients_leaves_inputs": lesson.check_average_gradients_leaves_inputs,
+    "check_average_on": lambda answer: lesson.check_average_on(answer, *ONE_RANK),
+    "check_concepts": lesson.check_concepts,
+    "check_freeze_backbone": lesson.check_freeze_backbone,
+    "check_freeze_backbone_unfreezes_the_head": lesson.check_freeze_backbone_unfreezes_the_head,
+    "check_head_trains_again": lambda answer: lesson.check_head_trains_again(
+        answer, _seeded(course.training.make_mlp, hidden=4), torch.zeros(2, 1, 28, 28), "make_mlp(hidden=4)"),
+    "check_inputs_left_alone": lambda answer: lesson.check_inputs_left_alone(answer, *ONE_RANK),
+    "check_learns_on": lambda answer: lesson.check_learns_on(_run_of(answer)),
+    "check_names_on": lambda answer: lesson.check_names_on(
+        answer, _weights(), IMAGES, torch.zeros(2, 1000), 1, [["tench"], ["tench"]], "ResNet18"),
+    "check_only_the_head_trains": lambda answer: lesson.check_only_the_head_trains(
+        answer, _seeded(course.training.make_mlp, hidden=4), torch.zeros(2, 1, 28, 28), "make_mlp(hidden=4)"),
+    "check_optimizer_on": lambda answer: lesson.check_optimizer_on(
+        answer, _seeded(course.training.make_mlp, hidden=4), torch.zeros(2, 1, 28, 28), 0.1, "make_mlp"),
+    "check_package_learns": lambda answer: lesson.check_package_learns(_package(answer)),
+    "check_package_ranks_agree": lambda answer: lesson.check_package_ranks_agree(_package(answer)),
+    "check_package_shards": lambda answer: lesson.check_package_shards(_package(answer)),
+    "check_prepared_on": lambda answer: lesson.check_prepared_on(
+        answer, _weights(), IMAGES, torch.zeros(2, 3, 224, 224), "ResNet18"),
+    "check_ranks_agree_on": lambda answer: lesson.check_ranks_agree_on(_run_of(answer)),
+    "check_segments_for_budget": lesson.check_segments_for_budget,
+    "check_shard_indices_in_order": lesson.check_shard_indices_in_order,
+    "check_shard_indices_shuffled": lesson.check_shard_indices_shuffled,
+    "check_shards_on": lambda answer: lesson.check_shards_on(answer, 10, 3, lesson.BY_HAND[10, 3]),
+    "check_shards_on_run": lambda answer: lesson.check_shards_on_run(_run_of(answer)),
+    "check_top_k_names_input": lesson.check_top_k_names_input,
+    "check_top_k_names_output": lesson.check_top_k_names_output,
+    "check_trainable_optimizer": lesson.check_trainable_optimizer,
+}
+
+
+def test_the_package_checks_stop_before_launching_for_an_answer_that_is_no_package(monkeypatch):
+    def no_launch(*args, **kwargs):
+        raise AssertionError("torchrun was launched")
+
+    monkeypatch.setattr(distributed, "torchrun", no_launch)
+    monkeypatch.setattr(lesson, "_SESSION", {})
+    for check in ("check_package_learns", "check_ranks_agree_on", "check_shards_on_run"):
+        failure(CHECK_CALLS[check], average_gradients,
+                says=("did not finish properly", "does not define train"))
+
+
 # ---------------------------------------------------------------------------------- visible checks
 def test_activation_bytes_checks():
     lesson.check_activation_bytes(activation_bytes)
     lesson.check_activation_bytes_leaves_buffers_out(activation_bytes)
-    failure(lesson.check_activation_bytes, activation_bytes_every_save, says="activation_bytes(Linear(")
-    message = failure(lesson.check_activation_bytes_leaves_buffers_out, activation_bytes_with_buffers,
-                      says="BatchNorm1d")
-    assert "buffers" in message
+    failure(lesson.check_activation_bytes, activation_bytes_every_save,
+            says=("activation_bytes(Linear(", "is not right"))
+    failure(lesson.check_activation_bytes_leaves_buffers_out, activation_bytes_with_buffers,
+            says=("→ BatchNorm1d, model.train()", "is not right", "buffers"))
 
 
 def test_activation_bytes_refuses_the_course_meter():
     def through_the_meter(model, x):
         return model_saved_bytes(model, x)
 
-    message = failure(lesson.check_activation_bytes, through_the_meter, says="raised an exception")
-    assert "switched off" in message and "saved_tensors_hooks" in message
+    failure(lesson.check_activation_bytes, through_the_meter,
+            says=("raised an exception", "ShortcutUsed", "meter is switched off", "saved_tensors_hooks"))
 
 
 def test_segments_for_budget_checks():
@@ -170,7 +262,8 @@ def test_freeze_backbone_checks():
     lesson.check_freeze_backbone(freeze_backbone_only)      # the first part passes without the second
     failure(lesson.check_freeze_backbone_unfreezes_the_head, freeze_backbone_only,
             says=("wrong requires_grad", "head frozen before"))
-    failure(lesson.check_freeze_backbone, freeze_counting_tensors, says="freeze_backbone(make_cnn(channels=")
+    failure(lesson.check_freeze_backbone, freeze_counting_tensors,
+            says=("freeze_backbone(make_cnn(channels=", "is not right"))
 
 
 def test_trainable_optimizer_checks():
@@ -182,13 +275,14 @@ def test_trainable_optimizer_checks():
 def test_shard_indices_checks():
     lesson.check_shard_indices_in_order(shard_indices)
     lesson.check_shard_indices_shuffled(shard_indices)
-    failure(lesson.check_shard_indices_in_order, shard_without_padding, says="shard_indices(10, 3, rank)")
-    failure(lesson.check_shard_indices_shuffled, shard_seeded_without_epoch, says="epoch=1")
+    failure(lesson.check_shard_indices_in_order, shard_without_padding,
+            says=("shard_indices(10, 3, rank)", "is not right"))
+    failure(lesson.check_shard_indices_shuffled, shard_seeded_without_epoch, says=("epoch=1", "is not right"))
 
 
 def test_shard_indices_refuses_the_sampler():
-    message = failure(lesson.check_shard_indices_in_order, shard_by_sampler, says="raised an exception")
-    assert "DistributedSampler is switched off" in message
+    failure(lesson.check_shard_indices_in_order, shard_by_sampler,
+            says=("raised an exception", "ShortcutUsed", "DistributedSampler is switched off"))
 
 
 def test_average_gradients_checks():
@@ -196,7 +290,8 @@ def test_average_gradients_checks():
     lesson.check_average_gradients_leaves_inputs(average_gradients)
     lesson.check_average_gradients(average_in_place)         # the mean is right: that part passes
     failure(lesson.check_average_gradients_leaves_inputs, average_in_place, says="input gradients modified")
-    failure(lesson.check_average_gradients, sum_of_gradients, says="average_gradients([{'w'")
+    failure(lesson.check_average_gradients, sum_of_gradients,
+            says=("average_gradients([{'w'", "the values differ"))
 
 
 def test_messages_follow_the_edition_language():
@@ -205,22 +300,30 @@ def test_messages_follow_the_edition_language():
                       says="gradientes de entrada")
     assert "esperado:" in message and "pista:" in message and "sección 5" in message
     assert "hint('" not in message      # this exercise has no second hint
-    message = failure(lesson.check_shard_indices_in_order, shard_without_padding)
-    assert "si sigues sin verlo: hint('shard_indices')" in message
+    failure(lesson.check_shard_indices_in_order, shard_without_padding,
+            says=("shard_indices(10, 3, rank)", "si sigues sin verlo: hint('shard_indices')"))
 
 
 # -------------------------------------------------------------------------------------- harnesses
 def test_the_course_meter_is_off_only_inside_the_block():
     x = torch.randn(3, requires_grad=True)
-    with lesson.course_meter_off(), pytest.raises(RuntimeError, match="switched off"):
+    with checks.shortcuts_off(lesson.SHORTCUTS["check_activation_bytes"], message=lesson.METER_OFF), \
+            pytest.raises(checks.ShortcutUsed, match="switched off"):
         saved_bytes(torch.sin, x)
     assert saved_bytes(torch.sin, x) == 12
 
 
 def test_distributed_sampler_is_off_only_inside_the_block():
-    with lesson.distributed_sampler_off(), pytest.raises(RuntimeError, match="switched off"):
+    with checks.shortcuts_off(lesson.SHORTCUTS["check_shards_on"], message=lesson.SAMPLER_OFF), \
+            pytest.raises(checks.ShortcutUsed, match="DistributedSampler is switched off"):
         DistributedSampler(range(4), num_replicas=2, rank=0)
     assert list(DistributedSampler(range(4), num_replicas=2, rank=1, shuffle=False)) == [1, 3]
+
+
+def test_the_hidden_tests_shard_check_refuses_the_sampler_too():
+    lesson.check_shards_on(shard_indices, 7, 4, lesson.BY_HAND[7, 4])
+    failure(lesson.check_shards_on, shard_by_sampler, 7, 4, lesson.BY_HAND[7, 4],
+            says=("DistributedSampler is switched off", "DistributedSampler.__init__ refused"))
 
 
 def test_checks_leave_the_notebooks_random_state_alone():
@@ -238,7 +341,7 @@ def test_fresh_inputs_every_run():
     seeds = {checks.fresh_generator().initial_seed() for _ in range(5)}
     assert len(seeds) > 1
     generator = checks.fresh_generator()
-    assert all(2 <= lesson.draw(generator, 2, 4) <= 4 for _ in range(50))
+    assert all(2 <= lesson._draw(generator, 2, 4) <= 4 for _ in range(50))
 
 
 def test_saved_with_segments_measures_checkpoint_sequential():
@@ -256,7 +359,7 @@ def test_per_rank_gradients_average_to_the_whole_batch():
 
 
 def test_freeze_head_and_the_optimizer_spy():
-    model = lesson.freeze_head(course.training.make_mlp(hidden=4))
+    model = lesson._freeze_head(course.training.make_mlp(hidden=4))
     assert [p.requires_grad for p in model.parameters()] == [True, True, False, False]
 
     def optimizer_that_also_shrinks_everything(model, lr):
@@ -332,11 +435,13 @@ def test_top_k_names_checks():
         lesson.check_top_k_names_input(top_k_names)
         lesson.check_top_k_names_output(top_k_names)
     check = lesson.check_top_k_names_input
-    failure(check, top_k_names_imagenet_constants, says="Probe_Weights.PROBE (resize")
+    failure(check, top_k_names_imagenet_constants,
+            says="the batch the model received (top_k_names(model, Probe_Weights.PROBE (resize")
     failure(check, top_k_names_resized_to_the_crop, says="the batch the model received")
     failure(check, top_k_names_in_training_mode, says="model.training during the call")
     lesson.check_top_k_names_output(top_k_names_in_training_mode)      # the names are right all the same
-    failure(lesson.check_top_k_names_output, top_k_names_least_likely_first, says="top_k_names(model,")
+    failure(lesson.check_top_k_names_output, top_k_names_least_likely_first,
+            says=("top_k_names(model,", "is not right"))
 
 
 def test_top_k_names_hidden_harness_compares_with_the_weights_own_preparation():
@@ -358,14 +463,14 @@ def test_probe_weights_are_a_weights_enum_with_their_own_preparation():
     preset = weights.transforms()
     assert preset.crop_size[0] < preset.resize_size[0] and preset.mean != [0.485, 0.456, 0.406]
     assert len(set(weights.meta["categories"])) == len(weights.meta["categories"]) >= 12
-    images, inner = lesson.framed_images(generator, 2, 40, 60)
+    images, inner = lesson._framed_images(generator, 2, 40, 60)
     assert images.dtype == torch.uint8 and not torch.equal(images[:, :, 0, 0], inner.to(torch.uint8))
 
 
 def test_the_spy_notes_its_calls_and_answers_the_planted_logits():
-    logits, chosen = lesson.planted_logits(torch.Generator().manual_seed(0), 3, 20, 4)
+    logits, chosen = lesson._planted_logits(torch.Generator().manual_seed(0), 3, 20, 4)
     assert [row.topk(4).indices.tolist() for row in logits] == chosen
-    spy = lesson.SpyClassifier(logits)
+    spy = lesson._SpyClassifier(logits)
     with torch.no_grad():
         torch.testing.assert_close(spy(torch.zeros(3, 3, 8, 8)), logits)
     assert spy.calls[0]["training"] is True and spy.calls[0]["grad"] is False
@@ -399,7 +504,8 @@ def train(model, dataset, *, rank, world_size, epochs, batch_size, lr, seed):
 RIGHT = {"wrap": "net = DistributedDataParallel(model)", "epoch": "sampler.set_epoch(epoch)"}
 
 
-def _package(tmp_path, name, **changes):
+def _package_with(tmp_path, name, **changes):
+    """A package folder whose training.py is ``TRAINING`` with ``changes`` to the right answer."""
     folder = tmp_path / name
     (folder / "minitrain").mkdir(parents=True)
     (folder / lesson.TRAINING_FILE).write_text(TRAINING.format(**{**RIGHT, **changes}))
@@ -410,11 +516,12 @@ def _package(tmp_path, name, **changes):
 def runs(tmp_path_factory):
     """Three packages, each launched once under torchrun: right, without DDP, without set_epoch."""
     tmp_path = tmp_path_factory.mktemp("packages")
-    options = {"world_size": 2, "examples": 64, "epochs": 2, "batch_size": 8, "seed": 11}
-    return {name: lesson.package_run(_package(tmp_path, name, **changes), **options) for name, changes in [
-        ("right", {}), ("no_ddp", {"wrap": "net = model"}), ("same_order", {"epoch": "pass"})]}
+    return {name: lesson.package_run(_package_with(tmp_path, name, **changes), **SMALL_RUN)
+            for name, changes in [("right", {}), ("no_ddp", {"wrap": "net = model"}),
+                                  ("same_order", {"epoch": "pass"})]}
 
 
+@pytest.mark.torchrun
 def test_the_package_checks_pass_a_right_training_loop(runs):
     run = runs["right"]
     assert run.failure == "" and [r["rank"] for r in run.reports] == [0, 1]
@@ -424,19 +531,21 @@ def test_the_package_checks_pass_a_right_training_loop(runs):
     lesson.check_learns_on(run)
 
 
+@pytest.mark.torchrun
 def test_the_package_checks_catch_a_loop_without_ddp(runs):
     failure(lesson.check_ranks_agree_on, runs["no_ddp"], says="fingerprints of the weights at the end")
     lesson.check_shards_on_run(runs["no_ddp"])          # each behaviour is its own point
 
 
+@pytest.mark.torchrun
 def test_the_package_checks_catch_an_order_that_never_changes(runs):
     failure(lesson.check_shards_on_run, runs["same_order"], says="another order in epoch 1")
     lesson.check_ranks_agree_on(runs["same_order"])
 
 
+@pytest.mark.torchrun
 def test_a_run_is_launched_once_per_text_and_configuration(runs, tmp_path):
-    options = {"world_size": 2, "examples": 64, "epochs": 2, "batch_size": 8, "seed": 11}
-    again = lesson.package_run(_package(tmp_path, "again"), **options)
+    again = lesson.package_run(_package_with(tmp_path, "again"), **SMALL_RUN)
     assert again is runs["right"]
 
 
@@ -451,6 +560,77 @@ def test_a_failing_or_missing_package_says_why(tmp_path, monkeypatch):
     failure(lesson.check_package_shards, tmp_path, says="does not exist")
 
 
+def test_a_file_that_cannot_work_fails_without_a_launch(tmp_path, monkeypatch):
+    def no_launch(*args, **kwargs):
+        raise AssertionError("torchrun was launched")
+
+    monkeypatch.setattr(distributed, "torchrun", no_launch)
+    broken = _package_with(tmp_path, "broken", wrap="net = DistributedDataParallel(model")
+    failure(lesson.check_learns_on, lesson.package_run(broken, **SMALL_RUN),
+            says=("did not finish properly", "SyntaxError", "training.py, line"))
+    renamed = _package_with(tmp_path, "renamed")
+    (renamed / lesson.TRAINING_FILE).write_text(TRAINING.format(**RIGHT).replace("def train(", "def fit("))
+    failure(lesson.check_ranks_agree_on, lesson.package_run(renamed, **SMALL_RUN),
+            says=("does not define train", "from minitrain.training import train"))
+    for may_work in ["from elsewhere import *", "def __getattr__(name):\n    return len", "train = len"]:
+        assert lesson._cannot_be_imported(may_work, Path("training.py")) == ""
+
+
+def _printed(*reports) -> str:
+    return "".join(f'{{"rank": {rank}, "end": "e", "start": "s", "losses": [], "seen": []}}\n'
+                   for rank in reports)
+
+
+def test_a_launch_retried_after_a_signal_says_so_and_keeps_its_reports(tmp_path, monkeypatch):
+    retried = "torchrun was launched once more: a process was killed by a signal (rank 1: SIGABRT)"
+    monkeypatch.setattr(distributed, "torchrun", lambda *args, **kwargs: distributed.TorchrunLaunch(
+        0, stdout=_printed(1, 0), retried=retried))
+    run = lesson.package_run(_package_with(tmp_path, "retried"), **{**SMALL_RUN, "seed": 12})
+    assert run.failure == "" and run.retried == retried and [r["rank"] for r in run.reports] == [0, 1]
+
+
+def test_a_failed_launch_keeps_the_head_and_the_tail_of_the_error(tmp_path, monkeypatch):
+    traceback = [f'[rank1]:   File "minitrain/training.py", line {i}, in train' for i in range(200)]
+    stderr = "\n".join(["[rank1]: Traceback (most recent call last):", *traceback,
+                        "[rank1]: NotImplementedError: the student's own error"])
+    monkeypatch.setattr(distributed, "torchrun", lambda *args, **kwargs: distributed.TorchrunLaunch(
+        1, stdout=_printed(0), stderr=SUMMARY_RANK_1_EXIT_1, ranks={0: "", 1: stderr}))
+    run = lesson.package_run(_package_with(tmp_path, "failing"), **{**SMALL_RUN, "seed": 13})
+    message = failure(lesson.check_learns_on, run,
+                      says=("exit code 1, 1 JSON lines of 2", "stderr of rank 1 (exit code 1)",
+                            "Traceback (most recent call last)", "lines left out",
+                            "NotImplementedError: the student's own error"))
+    assert "line 199" in message and "line 100," not in message and run.retried == ""
+
+
+SUMMARY_RANK_1_EXIT_1 = """\
+E1201 11:02:30.626000 8926 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) \
+local_rank: 1 (pid: 9000) of binary: python
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_11:02:30
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 9000)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_the_package_files_are_real_python_files_the_checks_copy():
+    names = sorted(path.relative_to(lesson.FILES).as_posix() for path in lesson.FILES.rglob("*.py"))
+    assert names == ["minitrain/__init__.py", "minitrain/data.py", "minitrain/model.py", "train.py"]
+    for path in lesson.FILES.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+
+
 def test_the_notebook_writes_the_package_files_the_checks_use():
     from lesson_files import read_source
 
@@ -459,6 +639,8 @@ def test_the_notebook_writes_the_package_files_the_checks_use():
         first, _, body = cell.source.partition("\n")
         if cell.cell_type == "code" and first.startswith("%%writefile {RUN_DIR}/"):
             written[first.removeprefix("%%writefile {RUN_DIR}/")] = body
-    assert set(written) == {*lesson.PACKAGE_FILES, lesson.TRAINING_FILE}
-    for name, text in lesson.PACKAGE_FILES.items():
+    files = {path.relative_to(lesson.FILES).as_posix(): path.read_text()
+             for path in lesson.FILES.rglob("*.py")}
+    assert set(written) == {*files, lesson.TRAINING_FILE}
+    for name, text in files.items():
         assert written[name] == text.rstrip("\n"), name

@@ -1,4 +1,5 @@
-"""The helpers lesson 07 stands on: the saved-tensor meter, checkpointing, and a real 2-process DDP run."""
+"""The helpers lesson 07 stands on: the saved-tensor meter, checkpointing, a real 2-process DDP run,
+and torchrun's launch (a process killed by a signal launched once more, its error kept whole)."""
 
 import os
 import socket
@@ -193,6 +194,7 @@ def test_contiguous_shard():
         distributed.contiguous_shard(x, 5, 0)
 
 
+@pytest.mark.torchrun
 def test_two_gloo_processes_average_to_the_single_process_gradient():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3))
@@ -234,6 +236,7 @@ def test_the_torchrun_entry_joins_through_the_environment(monkeypatch, capsys):
     assert os.environ.get("GLOO_SOCKET_IFNAME") == distributed.loopback_interface()
 
 
+@pytest.mark.torchrun
 def test_a_failing_worker_is_reported_not_hung(tmp_path):
     with pytest.raises(Exception, match="FileNotFoundError|No such file"):
         distributed.launch(distributed.ddp_worker, 2,
@@ -262,3 +265,145 @@ def test_meter_table_and_ddp_messages_speak_the_edition_language(english, monkey
     monkeypatch.delenv("GLOO_SOCKET_IFNAME")
     distributed.main(["--steps", "1", "--batch-size", "8", "--language", "es"])
     assert capsys.readouterr().out.startswith("rank 0/1 (rank local 0, gloo): 8 ejemplos, última pérdida")
+
+
+# ------------------------------------------------------------------------------- torchrun, reliably
+def _summary(root: tuple, *others: tuple) -> str:
+    """torchrun's report of a failed launch: ``(local rank, exit code)`` of the first observed failure
+    and of the others, laid out as torchrun 2.x prints them after its own traceback."""
+    def block(number, rank, code):
+        killed = f"  ({distributed._signal_name(code)})" if code < 0 else ""
+        return (f"[{number}]:\n  time      : 2026-12-01_11:02:40\n  host      : localhost\n"
+                f"  rank      : {rank} (local_rank: {rank})\n"
+                f"  exitcode  : {code} (pid: {900 + rank}){killed}\n"
+                f"  error_file: <N/A>\n  traceback : -\n")
+    rule = "=" * 54
+    return (f"E1201 11:02:40.376000 9075 torch/distributed/elastic/multiprocessing/api.py:1002] failed "
+            f"(exitcode: {root[1]}) local_rank: {root[0]} (pid: 9103) of binary: python\n"
+            "Traceback (most recent call last):\n"
+            "  File \"torch/distributed/run.py\", line 1142, in <module>\n"
+            "    main()\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+            f"{rule}\ntrain.py FAILED\n{'-' * 54}\nFailures:\n"
+            + "".join(block(n + 1, *other) for n, other in enumerate(others))
+            + f"{'-' * 54}\nRoot Cause (first observed failure):\n{block(0, *root)}{rule}\n")
+
+
+ABORTED = distributed.TorchrunLaunch(
+    1, stderr=_summary((1, -6), (0, -15)),
+    ranks={0: "[rank0]: RuntimeError: Connection closed by peer\n",
+           1: "terminate called after throwing an instance of 'gloo::IoException'\n"})
+RAISED = distributed.TorchrunLaunch(
+    1, stderr=_summary((1, 1), (0, -15)),
+    ranks={0: "[rank0]: RuntimeError: Connection closed by peer\n",
+           1: "[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: the script's own error\n"})
+
+
+def _launches(monkeypatch, *launches) -> list:
+    """Launches faked one after the other; returns the list of the calls made."""
+    calls = []
+
+    def once(folder, processes, script, arguments, timeout_s):
+        calls.append((folder, processes, script, tuple(arguments), timeout_s))
+        return launches[len(calls) - 1]
+
+    monkeypatch.setattr(distributed, "_torchrun_once", once)
+    return calls
+
+
+def test_a_process_killed_by_a_signal_is_launched_once_more_and_the_retry_is_told(monkeypatch):
+    fine = distributed.TorchrunLaunch(0, stdout="done\n")
+    calls = _launches(monkeypatch, ABORTED, fine)
+    told = []
+    launch = distributed.torchrun("folder", 2, "train.py", "--seed", 3, timeout_s=30, report=told.append)
+    assert calls == [("folder", 2, "train.py", ("--seed", 3), 30)] * 2
+    assert launch.returncode == 0 and launch.stdout == "done\n" and launch.earlier is ABORTED
+    assert told == [launch.retried] and len(told[0].splitlines()) == 1
+    assert all(part in told[0] for part in ("launched once more", "rank 1: SIGABRT", "gloo::IoException"))
+
+
+def test_torchrun_itself_killed_by_a_signal_is_launched_once_more(monkeypatch):
+    calls = _launches(monkeypatch, distributed.TorchrunLaunch(-9), distributed.TorchrunLaunch(0))
+    launch = distributed.torchrun("folder", 2, "train.py", report=lambda line: None)
+    assert len(calls) == 2 and launch.returncode == 0 and "torchrun: SIGKILL" in launch.retried
+
+
+def test_a_signal_twice_fails_with_the_second_launch_and_says_it_was_retried(monkeypatch):
+    _launches(monkeypatch, ABORTED, ABORTED)
+    launch = distributed.torchrun("folder", 2, "train.py", report=lambda line: None)
+    assert launch.returncode == 1 and launch.retried and launch.killed_by() == "SIGABRT"
+    assert "stderr of rank 1 (exit code -6, SIGABRT):" in launch.errors()
+
+
+@pytest.mark.parametrize("launch", [RAISED, distributed.TorchrunLaunch(None, timeout_s=5),
+                                    distributed.TorchrunLaunch(0)], ids=["exception", "timeout", "success"])
+def test_an_exception_a_timeout_or_a_success_is_launched_once(monkeypatch, launch):
+    calls = _launches(monkeypatch, launch)
+    told = []
+    assert distributed.torchrun("folder", 2, "train.py", report=told.append) is launch
+    assert len(calls) == 1 and told == [] and launch.killed_by() == ""
+
+
+def test_what_a_failed_launch_tells():
+    assert RAISED.failed_ranks() == [(1, 1), (0, -15)] and ABORTED.failed_ranks() == [(1, -6), (0, -15)]
+    assert RAISED.cause() == "rank 1: exit code 1: [rank1]: ValueError: the script's own error"
+    assert ABORTED.cause() == ("rank 1: SIGABRT: terminate called after throwing an instance of "
+                               "'gloo::IoException'")
+    assert distributed.TorchrunLaunch(None, timeout_s=5).cause() == "timeout (5 s)"
+    assert distributed.TorchrunLaunch(0).cause() == ""
+    errors = RAISED.errors()
+    order = ["stderr of rank 1 (exit code 1):", "ValueError: the script's own error",
+             "stderr of rank 0 (exit code -15, SIGTERM):", "torchrun:"]
+    assert [errors.index(part) for part in order] == sorted(errors.index(part) for part in order)
+    assert "ChildFailedError" not in errors and "Root Cause" not in errors      # said by the headings
+    assert "failed (exitcode: 1) local_rank: 1" in errors
+    before_summary = distributed.TorchrunLaunch(1, stderr="failed (exitcode: -11) local_rank: 0 (pid: 1)")
+    assert before_summary.failed_ranks() == [(0, -11)] and before_summary.killed_by() == "SIGSEGV"
+
+
+def test_the_kept_error_has_its_head_and_its_tail(english):
+    lines = [f"line {number}" for number in range(300)]
+    kept = distributed.excerpt("\n".join(lines), head=5, tail=7)
+    assert kept[:5] == lines[:5] and kept[-7:] == lines[-7:] and kept[5] == "… (288 lines left out) …"
+    noise = "[W socket.cpp] The hostname of the client socket cannot be retrieved"
+    assert distributed.excerpt(f"a\n{noise}\nb\n") == ["a", "b"]
+    long = distributed.TorchrunLaunch(1, stderr=_summary((1, 1)), ranks={1: "\n".join(lines)})
+    errors = long.errors(head=5, tail=7)
+    assert "line 0\n" in errors and "line 299" in errors and "line 150" not in errors
+
+
+def test_a_retry_and_a_kept_error_speak_the_edition_language(english, monkeypatch):
+    import course
+
+    course.set_language("es")
+    _launches(monkeypatch, ABORTED, ABORTED)
+    launch = distributed.torchrun("folder", 2, "train.py", report=lambda line: None)
+    assert "se lanzó una vez más" in launch.retried
+    assert "stderr del rank 1 (código de salida -6, SIGABRT):" in launch.errors()
+    assert "líneas omitidas" in distributed.excerpt("\n".join(map(str, range(99))))[12]
+
+
+FLAKY = """\
+import os
+import pathlib
+
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+if dist.get_rank() == 1 and not pathlib.Path("aborted-once").exists():
+    pathlib.Path("aborted-once").touch()
+    os.abort()
+print(f"rank {dist.get_rank()} done", flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.torchrun
+def test_a_real_launch_aborted_once_is_launched_again_and_succeeds(tmp_path):
+    (tmp_path / "flaky.py").write_text(FLAKY)
+    told = []
+    launch = distributed.torchrun(tmp_path, 2, "flaky.py", timeout_s=120, report=told.append)
+    assert launch.returncode == 0, launch.errors()
+    assert launch.stdout.count(" done") == 2          # both ranks finished (their lines may interleave)
+    assert told == [launch.retried] and "rank 1: SIGABRT" in launch.retried
+    assert launch.earlier.killed_by() == "SIGABRT" and 1 in launch.earlier.ranks

@@ -6,25 +6,24 @@ the exercise: sizes worked out by hand from what each layer saves, the definitio
 (equal shares, every example once, padding that repeats the start), what a spy saw.
 
 Two exercises re-create something that exists already; while they are checked, that thing refuses
-to run, and the exercise text says so: ``course.memory``'s meter during ``activation_bytes``,
-``DistributedSampler`` during ``shard_indices``.
+to run (``SHORTCUTS``), and the exercise text says so: ``course.memory``'s meter during
+``activation_bytes``, ``DistributedSampler`` during ``shard_indices``.
 
 ``top_k_names`` (torchvision's weights API) is checked with a spy model that notes what it receives
 and answers with planted logits, against ResNet-18's weights enum and a weights enum made up on the
 spot (its own sizes, normalisation and categories), so nothing is downloaded. The package exercise
 (``minitrain/training.py``) is checked by launching ``torchrun --standalone`` on the student's file
-with the lesson's other files and reading the JSON line each process prints; the visible checks
-share one launch with a configuration drawn once per kernel, the hidden tests one launch of their own.
+with the lesson's other files (``files/``, as the notebook writes them) and reading the JSON line
+each process prints; the visible checks share one launch with a configuration drawn once per kernel,
+the hidden tests one launch of their own. A launch in which a process is killed by a signal is
+launched once more (``course.distributed.torchrun``).
 """
 
-import contextlib
+import ast
 import functools
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
+import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,79 +35,57 @@ from torch.utils.data.distributed import DistributedSampler
 
 from course import distributed, training
 from course.memory import SavedTensorMeter, model_state_tensors
+from course.settings import say
 from graders import checks
-from graders.lesson_checks import lesson_texts
-from graders.checks import say
+from graders.lesson_checks import concept_check, lesson_texts
 
-S1 = {"es": "sección 1, «Lo que la pasada hacia delante guarda para la de atrás»",
-      "en": "section 1, 'What the forward pass keeps for the backward pass'"}
-S3 = {"es": "sección 3, «Recomputación de activaciones: recalcular en vez de guardar»",
-      "en": "section 3, 'Checkpointing: recompute instead of storing'"}
-S4 = {"es": "sección 4, «Congelar y ajustar (*fine-tuning*)»",
-      "en": "section 4, 'Freezing and fine-tuning'"}
-S4_OPTIMIZER = {"es": "sección 4, «El optimizador: solo lo que se entrena»",
-                "en": "section 4, 'The optimizer: only what is trained'"}
-S4_WEIGHTS = {"es": "sección 4, «Pesos preentrenados de torchvision: `weights=`»",
-              "en": "section 4, 'Pretrained weights from torchvision: `weights=`'"}
-S5_SAMPLER = {"es": "sección 5, «Repartir los datos: `DistributedSampler`»",
-              "en": "section 5, 'Splitting the data: `DistributedSampler`'"}
-S5_AVERAGE = {"es": "sección 5, «Por qué promediar gradientes da lo mismo que un lote grande»",
-              "en": "section 5, 'Why averaging gradients gives the same as one large batch'"}
-S6 = {"es": "sección 6, «Del cuaderno a un paquete»", "en": "section 6, 'From notebook to package'"}
-
-
-def _texts(es: str, en: str, section: dict | None = None, more: str | None = None) -> dict:
-    """A hint in both languages, ending with the section that teaches it."""
-    texts = {"es": f"{es}: ver {section['es']}" if section else es,
-             "en": f"{en}: see {section['en']}" if section else en}
-    return texts | ({"more": more} if more else {})
-
+__all__ = [
+    "HINTS", "MORE_HINTS", "PackageRun", "blocks", "package_run", "per_rank_gradients", "probe_weights",
+    "saved_with_segments",
+    "check_activation_bytes", "check_activation_bytes_leaves_buffers_out", "check_activation_bytes_on",
+    "check_average_gradients", "check_average_gradients_leaves_inputs", "check_average_on", "check_concepts",
+    "check_freeze_backbone", "check_freeze_backbone_unfreezes_the_head", "check_head_trains_again",
+    "check_inputs_left_alone", "check_learns_on", "check_names_on", "check_only_the_head_trains",
+    "check_optimizer_on", "check_package_learns", "check_package_ranks_agree", "check_package_shards",
+    "check_prepared_on", "check_ranks_agree_on", "check_segments_for_budget", "check_shard_indices_in_order",
+    "check_shard_indices_shuffled", "check_shards_on", "check_shards_on_run", "check_top_k_names_input",
+    "check_top_k_names_output", "check_trainable_optimizer",
+]
 
 TEXTS = lesson_texts(__name__)
-HINTS = TEXTS.hints
-
-MORE_HINTS = TEXTS.more_hints
-
-CONCEPT_KEYS = TEXTS.concept_keys
-
-
-# --------------------------------------------------------------------------------- random inputs
-def draw(generator: torch.Generator, low: int, high: int) -> int:
-    """A random int in ``[low, high]``."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
-
-
-@contextlib.contextmanager
-def weights_from(generator: torch.Generator):
-    """Layers built in the block take their initial weights from ``generator``'s seed; the
-    notebook's own random state is left as it was, so later cells do not depend on the check."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(generator.initial_seed())
-        yield
+HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+check_concepts = concept_check(__name__)
 
 
 # ------------------------------------------------------------------------------ switched-off tools
-METER_OFF = {
-    "es": "el medidor de course.memory está apagado mientras se comprueba activation_bytes: la cuenta "
-          "la haces tú, con torch.autograd.graph.saved_tensors_hooks",
-    "en": "course.memory's meter is switched off while activation_bytes is checked: do the counting "
-          "yourself, with torch.autograd.graph.saved_tensors_hooks",
+# What re-does an exercise's work, switched off while the answer runs, by each check that runs it:
+# course.memory's meter (and so saved_bytes, model_saved_bytes), and DistributedSampler.
+_METER = [(SavedTensorMeter, "__enter__"), (SavedTensorMeter, "_pack")]
+_SAMPLER = [(DistributedSampler, "__init__"), (DistributedSampler, "__iter__")]
+SHORTCUTS = {
+    "check_activation_bytes": _METER,
+    "check_activation_bytes_leaves_buffers_out": _METER,
+    "check_activation_bytes_on": _METER,
+    "check_shard_indices_in_order": _SAMPLER,
+    "check_shard_indices_shuffled": _SAMPLER,
+    "check_shards_on": _SAMPLER,
 }
-SAMPLER_OFF = {
-    "es": "DistributedSampler está apagado mientras se comprueba shard_indices: el reparto lo escribes tú",
-    "en": "DistributedSampler is switched off while shard_indices is checked: write the split yourself",
-}
+METER_OFF = checks.both(
+    "el medidor de course.memory está apagado mientras se comprueba activation_bytes ({name} no "
+    "responde): la cuenta la haces tú, con torch.autograd.graph.saved_tensors_hooks",
+    "course.memory's meter is switched off while activation_bytes is checked ({name} refused): do the "
+    "counting yourself, with torch.autograd.graph.saved_tensors_hooks")
+SAMPLER_OFF = checks.both(
+    "DistributedSampler está apagado mientras se comprueba shard_indices ({name} no responde): el "
+    "reparto lo escribes tú",
+    "DistributedSampler is switched off while shard_indices is checked ({name} refused): write the "
+    "split yourself")
 
 
-def course_meter_off():
-    """``course.memory``'s meter (and so ``saved_bytes``, ``model_saved_bytes``) refuses to run."""
-    return checks.switched_off([(SavedTensorMeter, "__enter__"), (SavedTensorMeter, "_pack")], METER_OFF)
-
-
-def distributed_sampler_off():
-    """``DistributedSampler`` refuses to be built or iterated."""
-    return checks.switched_off([(DistributedSampler, "__init__"), (DistributedSampler, "__iter__")],
-                               SAMPLER_OFF)
+# --------------------------------------------------------------------------------- random inputs
+def _draw(generator: torch.Generator, low: int, high: int) -> int:
+    """A random int in ``[low, high]``."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 # ---------------------------------------------------------------------- exercise 1: activation bytes
@@ -116,48 +93,57 @@ def _mlp(width_in: int, hidden: int, width_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(width_in, hidden), nn.ReLU(), nn.Linear(hidden, width_out))
 
 
-def check_activation_bytes_on(activation_bytes, model, x, expected: int, label: str, hint=None) -> None:
-    """``activation_bytes(model, x)``, with the course's meter off, returns ``expected``."""
+def _activation_bytes_on(check: str, activation_bytes, model, x, expected: int, label: str, hint) -> None:
+    """``activation_bytes(model, x)``, with the shortcuts of ``check`` off, returns ``expected``."""
     __tracebackhide__ = True
     name = f"activation_bytes({label})"
-    hint = hint or HINTS["activation_bytes"]
-    with course_meter_off():
-        got = checks.check_runs(activation_bytes, model, x, name=name, hint=hint)
+    got = checks.run_answer(activation_bytes, model, x, name=name, hint=hint, shortcuts=SHORTCUTS[check],
+                            message=METER_OFF)
     checks.check_equal(got, expected, name=name, hint=hint)
 
 
+@checks.keeps_random_state
+def check_activation_bytes_on(activation_bytes, model, x, expected: int, label: str, hint=None) -> None:
+    """``activation_bytes(model, x)``, with the course's meter off, returns ``expected``."""
+    __tracebackhide__ = True
+    _activation_bytes_on("check_activation_bytes_on", activation_bytes, model, x, expected, label,
+                         hint or HINTS["activation_bytes"])
+
+
+@checks.keeps_random_state
 def check_activation_bytes(activation_bytes) -> None:
     """An MLP on a random batch: its input and the ReLU's output (saved twice) count, once each;
     the second layer's weight, saved too, does not. In float64 every byte count doubles."""
     __tracebackhide__ = True
     generator = checks.fresh_generator()
-    batch, width_in, hidden, width_out = (draw(generator, 3, 40) for _ in range(4))
-    with weights_from(generator):
+    batch, width_in, hidden, width_out = (_draw(generator, 3, 40) for _ in range(4))
+    with checks.seeded(generator.initial_seed()):
         model = _mlp(width_in, hidden, width_out)
     x = torch.randn(batch, width_in, generator=generator)
     layers = f"Linear({width_in}, {hidden}) → ReLU → Linear({hidden}, {width_out})"
     for dtype, size in [(torch.float32, 4), (torch.float64, 8)]:
-        check_activation_bytes_on(activation_bytes, model.to(dtype), x.to(dtype),
-                                  batch * (width_in + hidden) * size,
-                                  f"{layers}, x {tuple(x.shape)} {dtype}")
+        _activation_bytes_on("check_activation_bytes", activation_bytes, model.to(dtype), x.to(dtype),
+                             batch * (width_in + hidden) * size, f"{layers}, x {tuple(x.shape)} {dtype}",
+                             HINTS["activation_bytes"])
 
 
+@checks.keeps_random_state
 def check_activation_bytes_leaves_buffers_out(activation_bytes) -> None:
     """Linear → BatchNorm1d. Training mode saves the input, BatchNorm's input, and the batch's mean
     and inverse deviation (one number per feature each); eval mode saves the running statistics
     instead, which are buffers and do not count."""
     __tracebackhide__ = True
     generator = checks.fresh_generator()
-    batch, width_in, features = (draw(generator, 3, 40) for _ in range(3))
-    with weights_from(generator):
+    batch, width_in, features = (_draw(generator, 3, 40) for _ in range(3))
+    with checks.seeded(generator.initial_seed()):
         model = nn.Sequential(nn.Linear(width_in, features), nn.BatchNorm1d(features))
     x = torch.randn(batch, width_in, generator=generator)
     inputs = batch * (width_in + features) * 4
     for mode, expected in [("train", inputs + 2 * features * 4), ("eval", inputs)]:
         getattr(model, mode)()
         label = f"Linear({width_in}, {features}) → BatchNorm1d, model.{mode}(), x {tuple(x.shape)}"
-        check_activation_bytes_on(activation_bytes, model, x, expected, label,
-                                  hint=HINTS["activation_bytes_buffers"])
+        _activation_bytes_on("check_activation_bytes_leaves_buffers_out", activation_bytes, model, x,
+                             expected, label, HINTS["activation_bytes_buffers"])
 
 
 # ------------------------------------------------------------------- exercise 2: segments for budget
@@ -176,7 +162,7 @@ def saved_with_segments(model: nn.Sequential, x, segments: int) -> int:
     return meter.bytes
 
 
-def check_segments_for_budget_on(segments_for_budget, model, x, budget: int, label: str) -> None:
+def _segments_for_budget_on(segments_for_budget, model, x, budget: int, label: str) -> None:
     """The definition: the count returned fits the budget and no smaller count does; ``None`` only
     when no count from 1 to ``len(model)`` fits."""
     __tracebackhide__ = True
@@ -200,32 +186,33 @@ def check_segments_for_budget_on(segments_for_budget, model, x, budget: int, lab
                           got=f"k = {got}")
 
 
+@checks.keeps_random_state
 def check_segments_for_budget(segments_for_budget) -> None:
     """A random deep model and three budgets: what one segment saves (the answer is 1), what a
     random count saves (the answer is that count or fewer), and nothing at all (no count fits)."""
     __tracebackhide__ = True
     generator = checks.fresh_generator()
-    depth, width, batch = draw(generator, 5, 9), 16 * draw(generator, 2, 5), draw(generator, 8, 40)
-    with weights_from(generator):
+    depth, width, batch = _draw(generator, 5, 9), 16 * _draw(generator, 2, 5), _draw(generator, 8, 40)
+    with checks.seeded(generator.initial_seed()):
         model = blocks(depth, width)
     x = torch.randn(batch, width, generator=generator)
     label = f"{depth} × (Linear({width}, {width}) → LayerNorm → GELU), x {tuple(x.shape)}"
-    for segments in (1, draw(generator, 2, depth)):
-        check_segments_for_budget_on(segments_for_budget, model, x,
-                                     saved_with_segments(model, x, segments), label)
-    check_segments_for_budget_on(segments_for_budget, model, x, 0, label)
+    for segments in (1, _draw(generator, 2, depth)):
+        _segments_for_budget_on(segments_for_budget, model, x, saved_with_segments(model, x, segments), label)
+    _segments_for_budget_on(segments_for_budget, model, x, 0, label)
 
 
 # -------------------------------------------------------------------- exercise 3: freeze the backbone
 def _cnn_and_images(generator):
-    channels = (draw(generator, 2, 6), draw(generator, 2, 6))
-    classes = draw(generator, 2, 9)
-    with weights_from(generator):
+    channels = (_draw(generator, 2, 6), _draw(generator, 2, 6))
+    classes = _draw(generator, 2, 9)
+    with checks.seeded(generator.initial_seed()):
         model = training.make_cnn(channels=channels, num_classes=classes)
     images = torch.randn(3, 1, 28, 28, generator=generator)
     return model, images, f"make_cnn(channels={channels}, num_classes={classes})"
 
 
+@checks.keeps_random_state
 def check_only_the_head_trains(freeze_backbone, model, images, label, hint=None) -> None:
     """After ``freeze_backbone(model)``: it returned the head's number of elements, exactly the
     head's parameters ask for gradients, and a backward pass fills exactly their ``.grad``.
@@ -247,27 +234,30 @@ def check_only_the_head_trains(freeze_backbone, model, images, label, hint=None)
         "en": f"parameters with a .grad they should not have, or without one, after backward() ({label})"})
 
 
-def freeze_head(model: nn.Sequential) -> nn.Sequential:
+def _freeze_head(model: nn.Sequential) -> nn.Sequential:
     """``model`` with its last layer frozen beforehand, as someone else might have left it."""
     for p in model[-1].parameters():
         p.requires_grad_(False)
     return model
 
 
+@checks.keeps_random_state
 def check_freeze_backbone(freeze_backbone) -> None:
     """A CNN of random sizes: everything but its last layer frozen."""
     __tracebackhide__ = True
     check_only_the_head_trains(freeze_backbone, *_cnn_and_images(checks.fresh_generator()))
 
 
+@checks.keeps_random_state
 def check_head_trains_again(freeze_backbone, model, images, label: str) -> None:
     """``model``'s head is frozen, then ``freeze_backbone`` must leave only the head trainable."""
     __tracebackhide__ = True
     frozen_before = {"es": f"{label}, con la cabeza congelada antes", "en": f"{label}, head frozen before"}
-    check_only_the_head_trains(freeze_backbone, freeze_head(model), images, frozen_before,
+    check_only_the_head_trains(freeze_backbone, _freeze_head(model), images, frozen_before,
                                hint=HINTS["freeze_backbone_head"])
 
 
+@checks.keeps_random_state
 def check_freeze_backbone_unfreezes_the_head(freeze_backbone) -> None:
     """A CNN whose head was frozen before the call: the head must train again."""
     __tracebackhide__ = True
@@ -275,6 +265,7 @@ def check_freeze_backbone_unfreezes_the_head(freeze_backbone) -> None:
 
 
 # ------------------------------------------------------------------- exercise 4: trainable optimizer
+@checks.keeps_random_state
 def check_optimizer_on(trainable_optimizer, model, images, lr: float, label: str) -> None:
     """An AdamW at ``lr`` holding exactly the trainable parameters: a step with gradients of zeros
     on the frozen ones leaves them where they were."""
@@ -303,16 +294,17 @@ def check_optimizer_on(trainable_optimizer, model, images, lr: float, label: str
         "en": f"frozen parameters that moved after optimizer.step() ({label})"})
 
 
+@checks.keeps_random_state
 def check_trainable_optimizer(trainable_optimizer) -> None:
     """An MLP of random width with a frozen backbone, and a random learning rate."""
     __tracebackhide__ = True
     generator = checks.fresh_generator()
-    hidden, classes = draw(generator, 4, 40), draw(generator, 2, 9)
-    with weights_from(generator):
+    hidden, classes = _draw(generator, 4, 40), _draw(generator, 2, 9)
+    with checks.seeded(generator.initial_seed()):
         model = training.make_mlp(hidden=hidden, num_classes=classes)
     for p in model[:-1].parameters():
         p.requires_grad_(False)
-    lr = draw(generator, 1, 9) * 10.0 ** -draw(generator, 2, 4)
+    lr = _draw(generator, 1, 9) * 10.0 ** -_draw(generator, 2, 4)
     images = torch.randn(3, 1, 28, 28, generator=generator)
     check_optimizer_on(trainable_optimizer, model, images, lr,
                        f"make_mlp(hidden={hidden}, num_classes={classes}) | model[:-1]: requires_grad=False")
@@ -329,36 +321,42 @@ SHUFFLED_10_OVER_3 = {0: [[4, 5, 0, 2], [1, 3, 8, 4], [7, 9, 6, 1]],
                       1: [[5, 2, 9, 4], [6, 0, 3, 5], [1, 8, 7, 6]]}
 
 
-def _shards(shard_indices, n, replicas, *, hint, **options) -> list:
-    """Every process's share, from ``shard_indices`` with DistributedSampler switched off."""
+def _shards(check: str, shard_indices, n, replicas, *, hint, **options) -> list:
+    """Every process's share, from ``shard_indices`` with the shortcuts of ``check`` off."""
     __tracebackhide__ = True
     shown = "".join(f", {key}={value}" for key, value in options.items())
     shares = []
-    with distributed_sampler_off():
-        for rank in range(replicas):
-            name = f"shard_indices({n}, {replicas}, {rank}{shown})"
-            share = checks.check_runs(shard_indices, n, replicas, rank, name=name, hint=hint, **options)
-            checks.check_type(share, list, name=name, hint=hint)
-            shares.append(share)
+    for rank in range(replicas):
+        name = f"shard_indices({n}, {replicas}, {rank}{shown})"
+        share = checks.run_answer(shard_indices, n, replicas, rank, name=name, hint=hint,
+                                  shortcuts=SHORTCUTS[check], message=SAMPLER_OFF, **options)
+        checks.check_type(share, list, name=name, hint=hint)
+        shares.append(share)
     return shares
 
 
-def check_shards_on(shard_indices, n: int, replicas: int, expected: list, *, hint=None, **options) -> None:
+def _shards_on(check: str, shard_indices, n: int, replicas: int, expected: list, *, hint, **options) -> None:
     """Every process's share, from rank 0 to the last, is the one in ``expected``."""
     __tracebackhide__ = True
-    hint = hint or HINTS["shard_indices"]
     shown = "".join(f", {key}={value}" for key, value in options.items())
-    checks.check_equal(_shards(shard_indices, n, replicas, hint=hint, **options), expected, hint=hint,
+    checks.check_equal(_shards(check, shard_indices, n, replicas, hint=hint, **options), expected, hint=hint,
                        name=f"[shard_indices({n}, {replicas}, rank{shown}) for rank in range({replicas})]")
 
 
-def check_split_properties(shard_indices, n: int, replicas: int, *, hint=None, **options) -> list:
+@checks.keeps_random_state
+def check_shards_on(shard_indices, n: int, replicas: int, expected: list, *, hint=None, **options) -> None:
+    """Every process's share, from rank 0 to the last, is the one in ``expected``."""
+    __tracebackhide__ = True
+    _shards_on("check_shards_on", shard_indices, n, replicas, expected, hint=hint or HINTS["shard_indices"],
+               **options)
+
+
+def _split_properties(check: str, shard_indices, n: int, replicas: int, *, hint, **options) -> list:
     """Equal shares of ⌈n / replicas⌉; read across the processes (rank 0's first index, rank 1's
     first, …, then everyone's second…) they give every example exactly once, then the padding, which
     repeats the start. Returns that order."""
     __tracebackhide__ = True
-    hint = hint or HINTS["shard_indices"]
-    shares = _shards(shard_indices, n, replicas, hint=hint, **options)
+    shares = _shards(check, shard_indices, n, replicas, hint=hint, **options)
     size = math.ceil(n / replicas)
     shown = "".join(f", {key}={value}" for key, value in options.items())
     label = f"shard_indices({n}, {replicas}, rank{shown})"
@@ -375,34 +373,37 @@ def check_split_properties(shard_indices, n: int, replicas: int, *, hint=None, *
     return order
 
 
+@checks.keeps_random_state
 def check_shard_indices_in_order(shard_indices) -> None:
     """Small cases worked out by hand, then the properties of a split of random size."""
     __tracebackhide__ = True
     hint = HINTS["shard_indices"]
     for (n, replicas), expected in BY_HAND.items():
-        check_shards_on(shard_indices, n, replicas, expected)
+        _shards_on("check_shard_indices_in_order", shard_indices, n, replicas, expected, hint=hint)
     generator = checks.fresh_generator()
-    n, replicas = draw(generator, 11, 60), draw(generator, 2, 7)
-    order = check_split_properties(shard_indices, n, replicas)
+    n, replicas = _draw(generator, 11, 60), _draw(generator, 2, 7)
+    order = _split_properties("check_shard_indices_in_order", shard_indices, n, replicas, hint=hint)
     checks.check_equal(order[:n], list(range(n)), hint=hint, name={
         "es": f"el orden sin barajar, leído a través de los procesos (shard_indices({n}, {replicas}, rank))",
         "en": f"the unshuffled order, read across the processes (shard_indices({n}, {replicas}, rank))"})
 
 
+@checks.keeps_random_state
 def check_shard_indices_shuffled(shard_indices) -> None:
     """The lesson's printout for 10 examples, then a random split: its properties, the same result
     for the same seed + epoch, another order in another epoch."""
     __tracebackhide__ = True
     hint = HINTS["shard_indices_shuffled"]
     for epoch, expected in SHUFFLED_10_OVER_3.items():
-        check_shards_on(shard_indices, 10, 3, expected, hint=hint, shuffle=True, seed=0, epoch=epoch)
+        _shards_on("check_shard_indices_shuffled", shard_indices, 10, 3, expected, hint=hint, shuffle=True,
+                   seed=0, epoch=epoch)
     generator = checks.fresh_generator()
-    n, replicas = draw(generator, 20, 60), draw(generator, 2, 7)
-    seed, epoch = draw(generator, 0, 99), draw(generator, 1, 9)
+    n, replicas = _draw(generator, 20, 60), _draw(generator, 2, 7)
+    seed, epoch = _draw(generator, 0, 99), _draw(generator, 1, 9)
 
     def split(seed, epoch):
-        return check_split_properties(shard_indices, n, replicas, hint=hint, shuffle=True, seed=seed,
-                                      epoch=epoch)
+        return _split_properties("check_shard_indices_shuffled", shard_indices, n, replicas, hint=hint,
+                                 shuffle=True, seed=seed, epoch=epoch)
 
     name = f"shard_indices({n}, {replicas}, rank, shuffle=True, ...)"
     order, same, other = split(seed, epoch), split(seed + 1, epoch - 1), split(seed, epoch + 1)
@@ -431,6 +432,7 @@ def per_rank_gradients(model, x, y, world: int) -> tuple[list, dict]:
     return shares, _gradients(model, x, y)
 
 
+@checks.keeps_random_state
 def check_average_on(average_gradients, per_rank: list, expected: dict, label: str) -> None:
     """``average_gradients(per_rank)`` is a dict with ``expected``'s names and values."""
     __tracebackhide__ = True
@@ -442,6 +444,7 @@ def check_average_on(average_gradients, per_rank: list, expected: dict, label: s
         checks.check_close(got[key], value, name=f"{name}[{key!r}]", hint=hint)
 
 
+@checks.keeps_random_state
 def check_average_gradients(average_gradients) -> None:
     """A case by hand, then the property that makes DDP work: the mean of equal shares' gradients is
     the whole batch's gradient."""
@@ -450,22 +453,23 @@ def check_average_gradients(average_gradients) -> None:
                {"w": torch.tensor([3.0, 6.0]), "b": torch.tensor([4.0])}]
     check_average_on(average_gradients, by_hand, {"w": torch.tensor([2.0, 4.0]), "b": torch.tensor([2.0])},
                      "[{'w': [1., 2.], 'b': [0.]}, {'w': [3., 6.], 'b': [4.]}]")
-    check_average_on(average_gradients, *random_ranks())
+    check_average_on(average_gradients, *_random_ranks())
 
 
-def random_ranks() -> tuple:
+def _random_ranks() -> tuple:
     """Per-rank gradients of a random MLP on a random batch split in equal shares, the whole batch's
     gradient, and a label: what ``check_average_on`` takes."""
     generator = checks.fresh_generator()
-    world, hidden = draw(generator, 2, 4), draw(generator, 4, 30)
-    batch = world * draw(generator, 1, 4)
-    with weights_from(generator):
+    world, hidden = _draw(generator, 2, 4), _draw(generator, 4, 30)
+    batch = world * _draw(generator, 1, 4)
+    with checks.seeded(generator.initial_seed()):
         model = _mlp(6, hidden, 3)
     x, y = torch.randn(batch, 6, generator=generator), torch.randint(0, 3, (batch,), generator=generator)
     return (*per_rank_gradients(model, x, y, world),
             f"world_size={world}, batch={batch}, MLP(6 → {hidden} → 3)")
 
 
+@checks.keeps_random_state
 def check_inputs_left_alone(average_gradients, per_rank: list, expected: dict, label: str) -> None:
     """``average_gradients`` returns a new dict holding ``expected`` and leaves every input tensor as
     it was."""
@@ -484,10 +488,11 @@ def check_inputs_left_alone(average_gradients, per_rank: list, expected: dict, l
     check_average_on(average_gradients, per_rank, expected, label)
 
 
+@checks.keeps_random_state
 def check_average_gradients_leaves_inputs(average_gradients) -> None:
     """The gradients of random processes: inputs untouched, the result new (and right)."""
     __tracebackhide__ = True
-    check_inputs_left_alone(average_gradients, *random_ranks())
+    check_inputs_left_alone(average_gradients, *_random_ranks())
 
 
 # ------------------------------------------------------------ exercise 5: pretrained weights' top-k
@@ -499,12 +504,12 @@ def probe_weights(generator: torch.Generator):
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms._presets import ImageClassification
 
-    crop = 8 * draw(generator, 8, 12)
+    crop = 8 * _draw(generator, 8, 12)
     resize = round(crop / (0.7 + 0.1 * torch.rand(1, generator=generator).item()))
     mean = tuple(round(0.2 + 0.6 * v, 3) for v in torch.rand(3, generator=generator).tolist())
     std = tuple(round(0.15 + 0.3 * v, 3) for v in torch.rand(3, generator=generator).tolist())
-    interpolation = [InterpolationMode.BILINEAR, InterpolationMode.BICUBIC][draw(generator, 0, 1)]
-    classes = draw(generator, 12, 40)
+    interpolation = [InterpolationMode.BILINEAR, InterpolationMode.BICUBIC][_draw(generator, 0, 1)]
+    classes = _draw(generator, 12, 40)
     categories = [f"{training.CLASSES[i % 10].lower().replace('/', '-')} #{i}" for i in
                   torch.randperm(classes, generator=generator).tolist()]
     preset = functools.partial(ImageClassification, crop_size=crop, resize_size=resize, mean=mean, std=std,
@@ -514,12 +519,12 @@ def probe_weights(generator: torch.Generator):
     return WeightsEnum("Probe_Weights", members).PROBE
 
 
-def framed_images(generator: torch.Generator, count: int, low: int, high: int) -> tuple:
+def _framed_images(generator: torch.Generator, count: int, low: int, high: int) -> tuple:
     """``count`` uint8 images (3 × H × W, H and W in ``[low, high]``) of one colour each, inside a
     thin frame of another colour; and the inner colours, as a (count, 3) tensor of 0-255 values.
     Resized so that the short side matches the weights' resize size and centre-cropped, the frame
     falls outside the crop; resized straight to the crop size, it stays."""
-    height, width = draw(generator, low, high), draw(generator, low, high)
+    height, width = _draw(generator, low, high), _draw(generator, low, high)
     inner = torch.randint(0, 256, (count, 3), generator=generator)
     outer = (inner + torch.randint(60, 196, (count, 3), generator=generator)) % 256
     images = outer[:, :, None, None].expand(count, 3, height, width).clone()
@@ -528,7 +533,7 @@ def framed_images(generator: torch.Generator, count: int, low: int, high: int) -
     return images.to(torch.uint8), inner
 
 
-class SpyClassifier(nn.Module):
+class _SpyClassifier(nn.Module):
     """A stand-in for a pretrained classifier: it notes what it was called with (the batch, its own
     mode, whether a graph was being recorded) and answers with logits planted by the check."""
 
@@ -544,7 +549,7 @@ class SpyClassifier(nn.Module):
         return self.planted.clone() + self.weight
 
 
-def planted_logits(generator: torch.Generator, count: int, classes: int, k: int) -> tuple:
+def _planted_logits(generator: torch.Generator, count: int, classes: int, k: int) -> tuple:
     """Random logits for ``count`` images in which ``k`` chosen categories per image stand out in a
     chosen order; and those categories, most likely first."""
     logits = torch.randn(count, classes, generator=generator)
@@ -567,13 +572,14 @@ def _called_once(top_k_names, spy, weights, images, k, label, hint):
     return name, got, spy.calls[0]
 
 
+@checks.keeps_random_state
 def check_prepared_on(top_k_names, weights, images, expected: torch.Tensor, label: str, hint=None) -> None:
     """The model received ``expected`` (the batch prepared as ``weights`` expect), in eval mode and
     with no graph being recorded."""
     __tracebackhide__ = True
     hint = hint or HINTS["top_k_names"]
     classes = len(weights.meta["categories"])
-    spy = SpyClassifier(torch.randn(len(images), classes, generator=checks.fresh_generator()))
+    spy = _SpyClassifier(torch.randn(len(images), classes, generator=checks.fresh_generator()))
     name, _, call = _called_once(top_k_names, spy, weights, images, 1, label, hint)
     checks.check_equal(call["training"], False, hint=hint, name={
         "es": f"model.training durante la llamada ({name})",
@@ -594,6 +600,7 @@ def _prepared_by_hand(weights, inner: torch.Tensor) -> torch.Tensor:
     return values[:, :, None, None].expand(len(inner), 3, crop, crop).contiguous()
 
 
+@checks.keeps_random_state
 def check_top_k_names_input(top_k_names) -> None:
     """ResNet-18's weights and a made-up weights enum: framed one-colour images, smaller than the
     crop, must reach the model as ``crop × crop`` batches of one value per channel (resized, the
@@ -606,7 +613,7 @@ def check_top_k_names_input(top_k_names) -> None:
     for weights, label in [(ResNet18_Weights.DEFAULT, "ResNet18_Weights.DEFAULT"),
                            (probe_weights(generator), None)]:
         crop = weights.transforms().crop_size[0]
-        images, inner = framed_images(generator, draw(generator, 2, 3), crop // 2, crop * 4 // 5)
+        images, inner = _framed_images(generator, _draw(generator, 2, 3), crop // 2, crop * 4 // 5)
         label = label or _describe_probe(weights)
         check_prepared_on(top_k_names, weights, images, _prepared_by_hand(weights, inner), label)
 
@@ -618,18 +625,20 @@ def _describe_probe(weights) -> str:
             f"{len(weights.meta['categories'])} categories)")
 
 
+@checks.keeps_random_state
 def check_names_on(top_k_names, weights, images, logits, k: int, expected: list, label: str,
                    hint=None) -> None:
     """With ``logits`` as the model's answer, ``top_k_names`` returns ``expected``: one list of ``k``
     category names per image, most likely first."""
     __tracebackhide__ = True
     hint = hint or HINTS["top_k_names_output"]
-    name, got, _ = _called_once(top_k_names, SpyClassifier(logits), weights, images, k, label, hint)
+    name, got, _ = _called_once(top_k_names, _SpyClassifier(logits), weights, images, k, label, hint)
     checks.check_type(got, list, name=name, hint=hint)
     checks.check_equal([list(row) if isinstance(row, (list, tuple)) else row for row in got], expected,
                        name=name, hint=hint)
 
 
+@checks.keeps_random_state
 def check_top_k_names_output(top_k_names) -> None:
     """Planted logits: the names of the chosen categories, in the chosen order, for ResNet-18's
     weights (ImageNet's 1,000 categories) and for a made-up weights enum with its own names."""
@@ -640,10 +649,10 @@ def check_top_k_names_output(top_k_names) -> None:
     for weights, label in [(ResNet18_Weights.DEFAULT, "ResNet18_Weights.DEFAULT"),
                            (probe_weights(generator), None)]:
         names = weights.meta["categories"]
-        count, k = draw(generator, 2, 4), draw(generator, 2, 5)
-        logits, chosen = planted_logits(generator, count, len(names), k)
+        count, k = _draw(generator, 2, 4), _draw(generator, 2, 5)
+        logits, chosen = _planted_logits(generator, count, len(names), k)
         crop = weights.transforms().crop_size[0]
-        images, _ = framed_images(generator, count, crop // 2, crop * 4 // 5)
+        images, _ = _framed_images(generator, count, crop // 2, crop * 4 // 5)
         expected = [[names[i] for i in row] for row in chosen]
         check_names_on(top_k_names, weights, images, logits, k, expected, label or _describe_probe(weights))
 
@@ -651,93 +660,7 @@ def check_top_k_names_output(top_k_names) -> None:
 # ----------------------------------------------------------------- exercise 8: the package under torchrun
 # The files of the package the lesson writes, as the lesson writes them (a test compares them with
 # the notebook's cells). A check runs the student's minitrain/training.py with these.
-PACKAGE_FILES = {
-    "minitrain/__init__.py": '"""minitrain: the lesson\'s training code as a package."""\n',
-    "minitrain/data.py": '''\
-"""The data: a small synthetic classification problem, the same in every process."""
-import torch
-from torch.utils.data import Dataset
-
-
-class Blobs(Dataset):
-    """Points around `classes` centres; remembers the indices it hands out in this process."""
-
-    def __init__(self, examples, seed, features=8, classes=4):
-        generator = torch.Generator().manual_seed(seed)
-        centres = 2 * torch.randn(classes, features, generator=generator)
-        self.y = torch.randint(0, classes, (examples,), generator=generator)
-        self.x = centres[self.y] + torch.randn(examples, features, generator=generator)
-        self.seen = []                       # the indices read in this process, in order
-
-    def __len__(self):
-        return len(self.y)
-
-    def __getitem__(self, index):
-        self.seen.append(int(index))
-        return self.x[index], self.y[index]
-''',
-    "minitrain/model.py": '''\
-"""The model."""
-import torch
-from torch import nn
-
-
-def make_model(seed, features=8, classes=4, hidden=32):
-    """A small MLP whose initial weights come from `seed`."""
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, classes))
-''',
-    "train.py": '''\
-"""Entry point: torchrun starts one copy of this script per process."""
-import argparse
-import hashlib
-import json
-
-import torch
-import torch.distributed as dist
-
-from minitrain.data import Blobs
-from minitrain.model import make_model
-from minitrain.training import train
-
-
-def fingerprint(model):
-    """A short hash of the parameters' bytes: equal fingerprints, equal weights."""
-    data = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
-    return hashlib.sha256(data).hexdigest()[:12]
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--examples", type=int, default=256)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=16)    # per process
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")          # rank and world size come from torchrun's environment
-    try:
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        dataset = Blobs(args.examples, seed=args.seed)      # the same data in every process
-        model = make_model(seed=args.seed + rank)           # another start in each process, on purpose
-        start = fingerprint(model)
-        losses = train(model, dataset, rank=rank, world_size=world_size, epochs=args.epochs,
-                       batch_size=args.batch_size, lr=args.lr, seed=args.seed)
-        report = {"rank": rank, "world_size": world_size, "start": start, "end": fingerprint(model),
-                  "losses": [round(float(value), 5) for value in losses], "seen": dataset.seen}
-        for turn in range(world_size):                      # one at a time: lines do not mix
-            if turn == rank:
-                print(json.dumps(report), flush=True)
-            dist.barrier()
-    finally:
-        dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()
-''',
-}
+FILES = Path(__file__).with_name("files")
 TRAINING_FILE = "minitrain/training.py"
 TORCHRUN_TIMEOUT_S = 60
 _RUNS = {}      # (training.py's text, configuration) → PackageRun, so that grade cells share a launch
@@ -746,7 +669,8 @@ _SESSION = {}   # the configuration the visible checks draw once per kernel
 
 @dataclass(frozen=True)
 class PackageRun:
-    """What ``train.py`` printed under torchrun: one dict per process, rank order; or why it failed."""
+    """What ``train.py`` printed under torchrun: one dict per process, rank order; or why it failed.
+    ``retried`` says why the launch was made twice (a process killed by a signal), if it was."""
 
     world_size: int
     examples: int
@@ -755,6 +679,7 @@ class PackageRun:
     seed: int
     reports: tuple = ()
     failure: str = ""
+    retried: str = ""
 
     @property
     def command(self) -> str:
@@ -762,79 +687,90 @@ class PackageRun:
                 f"{self.examples} --epochs {self.epochs} --batch-size {self.batch_size} --seed {self.seed}")
 
 
-def torchrun_environment() -> dict:
-    """This process's environment for a torchrun child: one thread per process, gloo on loopback."""
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    interface = distributed.loopback_interface()
-    if interface:
-        environment.setdefault("GLOO_SOCKET_IFNAME", interface)
-    return environment
-
-
 def _launch(folder: Path, run: PackageRun, timeout_s: float) -> PackageRun:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={run.world_size}", "train.py", "--examples", str(run.examples),
-               "--epochs", str(run.epochs), "--batch-size", str(run.batch_size), "--seed", str(run.seed)]
-    with subprocess.Popen(command, cwd=folder, env=torchrun_environment(), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True) as child:
-        try:
-            out, err = child.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)   # torchrun and every process it started
-            out, err = child.communicate()
-            return replace(run, failure=say({
-                "es": f"no terminó en {timeout_s:.0f} s (¿procesos que dan distinto número de pasos "
-                      "y se esperan en el all-reduce?)",
-                "en": f"did not finish within {timeout_s:.0f} s (processes taking different numbers of "
-                      "steps, waiting for each other in the all-reduce?)"}) + _tail(err))
+    launch = distributed.torchrun(folder, run.world_size, "train.py", "--examples", run.examples, "--epochs",
+                                  run.epochs, "--batch-size", run.batch_size, "--seed", run.seed,
+                                  timeout_s=timeout_s)
+    run = replace(run, retried=launch.retried)
+    if launch.timed_out:
+        return replace(run, failure=say({
+            "es": f"no terminó en {timeout_s:.0f} s (¿procesos que dan distinto número de pasos "
+                  "y se esperan en el all-reduce?)",
+            "en": f"did not finish within {timeout_s:.0f} s (processes taking different numbers of "
+                  "steps, waiting for each other in the all-reduce?)"}) + launch.errors())
     reports = []
-    for line in out.splitlines():
+    for line in launch.stdout.splitlines():
         try:
             reports.append(json.loads(line))
         except ValueError:
             continue
     reports = tuple(sorted((r for r in reports if isinstance(r, dict) and "rank" in r),
                            key=lambda r: r["rank"]))
-    if child.returncode != 0 or len(reports) != run.world_size:
+    if launch.returncode != 0 or len(reports) != run.world_size:
         return replace(run, reports=reports, failure=say({
-            "es": f"código de salida {child.returncode}, {len(reports)} líneas JSON de {run.world_size}",
-            "en": f"exit code {child.returncode}, {len(reports)} JSON lines of {run.world_size}"})
-            + _tail(err))
+            "es": f"código de salida {launch.returncode}, {len(reports)} líneas JSON de {run.world_size}",
+            "en": f"exit code {launch.returncode}, {len(reports)} JSON lines of {run.world_size}"})
+            + launch.errors())
     return replace(run, reports=reports)
 
 
-def _tail(text: str, lines: int = 12) -> str:
-    kept = [line for line in text.strip().splitlines() if "hostname of the client socket" not in line]
-    return ("\n    " + "\n    ".join(kept[-lines:])) if kept else ""
+def _cannot_be_imported(text: str, source: Path) -> str:
+    """Why ``train.py`` could not import ``train`` from ``text``, seen without running it: the file
+    does not parse, or no name ``train`` appears in it at all (no star import or module
+    ``__getattr__`` either). ``""`` when it may work: only the launch can tell."""
+    try:
+        tree = ast.parse(text, filename=str(source))
+    except SyntaxError as error:
+        return f"SyntaxError: {error.msg} ({source}, line {error.lineno})"
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+    if names & {"train", "*", "__getattr__"}:
+        return ""
+    return say({"es": f"{source} no define train, que train.py importa "
+                      "(from minitrain.training import train)",
+                "en": f"{source} does not define train, which train.py imports "
+                      "(from minitrain.training import train)"})
 
 
 def package_run(run_dir, *, world_size: int, examples: int, epochs: int, batch_size: int, seed: int,
                 timeout_s: float = TORCHRUN_TIMEOUT_S) -> PackageRun:
     """Run ``run_dir``'s ``minitrain/training.py`` under ``torchrun --standalone`` with the lesson's
-    other files (fresh copies in a temporary folder), once per text of that file and configuration."""
+    other files (fresh copies in a temporary folder), once per text of that file and configuration.
+    A file that cannot work (it does not parse, or defines no ``train``) fails without a launch."""
     run = PackageRun(world_size, examples, epochs, batch_size, seed)
     source = Path(run_dir) / TRAINING_FILE
     if not source.is_file():
         return replace(run, failure=say({"es": f"no existe {source}: ejecuta la celda que lo escribe",
                                          "en": f"{source} does not exist: run the cell that writes it"}))
     text = source.read_text()
+    unusable = _cannot_be_imported(text, source)
+    if unusable:
+        return replace(run, failure=unusable)
     key = (text, run)
     if key not in _RUNS:
         with tempfile.TemporaryDirectory(prefix="minitrain-check-") as folder:
-            for relative, content in {**PACKAGE_FILES, TRAINING_FILE: text}.items():
-                (Path(folder) / relative).parent.mkdir(parents=True, exist_ok=True)
-                (Path(folder) / relative).write_text(content)
+            shutil.copytree(FILES, folder, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(".*", "__pycache__"))
+            (Path(folder) / TRAINING_FILE).write_text(text)
             _RUNS[key] = _launch(Path(folder), run, timeout_s)
     return _RUNS[key]
 
 
-def session_run(run_dir) -> PackageRun:
+def _session_run(run_dir) -> PackageRun:
     """The visible checks' run: a configuration drawn afresh once per kernel, shared by the checks."""
     if not _SESSION:
         generator = checks.fresh_generator()
-        batch = draw(generator, 8, 12)
-        _SESSION.update(world_size=2, batch_size=batch, examples=2 * draw(generator, 60, 120), epochs=3,
-                        seed=draw(generator, 0, 99_999))
+        batch = _draw(generator, 8, 12)
+        _SESSION.update(world_size=2, batch_size=batch, examples=2 * _draw(generator, 60, 120), epochs=3,
+                        seed=_draw(generator, 0, 99_999))
     return package_run(run_dir, **_SESSION)
 
 
@@ -849,6 +785,7 @@ def _ran(run: PackageRun, hint) -> list:
     return list(run.reports)
 
 
+@checks.keeps_random_state
 def check_ranks_agree_on(run: PackageRun, hint=None) -> None:
     """Every process ends with the same weights (same fingerprint), and they are not the ones rank 0
     started from: training happened, and DDP kept the copies equal."""
@@ -865,6 +802,7 @@ def check_ranks_agree_on(run: PackageRun, hint=None) -> None:
                       got={"es": "los mismos pesos que al empezar", "en": "the same weights as at the start"})
 
 
+@checks.keeps_random_state
 def check_shards_on_run(run: PackageRun, hint=None) -> None:
     """In every epoch the processes read disjoint shares that together cover the data once, and the
     order changes from one epoch to the next."""
@@ -888,6 +826,7 @@ def check_shards_on_run(run: PackageRun, hint=None) -> None:
                       got={"es": "el mismo orden", "en": "the same order"})
 
 
+@checks.keeps_random_state
 def check_learns_on(run: PackageRun, hint=None) -> None:
     """Each process reports one loss per step, every batch of its share in every epoch, and its mean
     loss in the last epoch is well below that of the first."""
@@ -912,19 +851,22 @@ def check_learns_on(run: PackageRun, hint=None) -> None:
                           got=f"{last:.3f}")
 
 
+@checks.keeps_random_state
 def check_package_ranks_agree(run_dir) -> None:
     """``run_dir``'s training under torchrun, 2 processes, fresh data size and seed: equal weights."""
     __tracebackhide__ = True
-    check_ranks_agree_on(session_run(run_dir))
+    check_ranks_agree_on(_session_run(run_dir))
 
 
+@checks.keeps_random_state
 def check_package_shards(run_dir) -> None:
     """The same run: disjoint shares that cover the data every epoch, in a new order each epoch."""
     __tracebackhide__ = True
-    check_shards_on_run(session_run(run_dir))
+    check_shards_on_run(_session_run(run_dir))
 
 
+@checks.keeps_random_state
 def check_package_learns(run_dir) -> None:
     """The same run: a loss per step, going down."""
     __tracebackhide__ = True
-    check_learns_on(session_run(run_dir))
+    check_learns_on(_session_run(run_dir))

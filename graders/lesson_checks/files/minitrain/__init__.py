@@ -1,0 +1,1 @@
+"""minitrain: the lesson's training code as a package."""
