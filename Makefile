@@ -34,15 +34,18 @@ run: setup
 
 PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg $(BIN)/python -m pytest
 
-# Test workers execute notebooks side by side: one math thread each avoids oversubscribing.
-# The class grader's tests start their own parallel workers, so they run afterwards, alone.
+# One run: test workers execute notebooks side by side, one math thread each to avoid oversubscribing;
+# the class grader's tests run beside the others, since they mostly wait on their kernels. The
+# costliest tests start first, and the tests sharing a module's fixture (a class graded once, a Dask
+# cluster) go to one worker (tests/conftest.py).
 test: setup test-packages
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m "not classroom and not second_edition"
-	$(PYTEST) -m classroom
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist loadgroup -m "not second_edition"
 
-# The quick loop while working: no notebook or kernel executions, no class grading, no browser.
+# The quick loop while working: nothing that starts a kernel, a subprocess, torchrun or Dask (a test
+# that does fails and names the marker it lacks: --no-processes), no class grading, no browser.
+FAST_TIER := not (kernel or subprocess or torchrun or dask or classroom or browser or second_edition)
 test-fast: setup
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m "not notebook and not classroom"
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m "$(FAST_TIER)" --no-processes
 
 # Every lesson of both editions in JupyterLab in headless Chromium; screenshots in build/browser/.
 test-browser: setup test-packages

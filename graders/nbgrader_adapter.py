@@ -105,11 +105,18 @@ def generate_assignment(nbgrader_api, lesson: str) -> None:
                nbgrader_api.generate_assignment(lesson, force=True, create=True))
 
 
+@contextmanager
+def quiet_nbgrader():
+    """nbgrader's own SQLAlchemy session warnings (an object "not in session") say nothing to a
+    course user: silenced inside the block, and only those nbgrader raises."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module="nbgrader")
+        yield
+
+
 def autograde(nbgrader_api, lesson: str, student: str) -> None:
     """Autograde ``submitted/<student>/<lesson>`` into ``autograded/`` and the gradebook."""
-    with warnings.catch_warnings():
-        # nbgrader's own SQLAlchemy session warnings say nothing to a course user
-        warnings.filterwarnings("ignore", module="nbgrader")
+    with quiet_nbgrader():
         result = nbgrader_api.autograde(lesson, student, force=True, create=True)
     _succeeded("autograde", f"{student}/{lesson}", result)
 

@@ -51,6 +51,7 @@ def apply(c, language: str = "en", root=None) -> None:
     c.OverwriteCells.add_missing_cells = True
     c.Autograde.sanitize_preprocessors = list(SANITIZE)
     c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "course"}
+    c.GenerateFeedback.exporter_class = "graders.notebook_grading.feedback.FeedbackHTMLExporter"
     c.GenerateFeedback.preprocessors = [
         "nbgrader.preprocessors.GetGrades",
         "graders.notebook_grading.feedback.HideHiddenTests",

@@ -1,11 +1,26 @@
-"""Shared fixtures: a built nbgrader course per test worker."""
+"""Shared fixtures (a built nbgrader course, the Spanish edition's language, a solved edition, a
+notebook, a grade), and the fast tier's guard: with ``--no-processes`` (``make test-fast``), a test that
+starts a process fails and names the cost marker it lacks."""
+
+import _posixsubprocess
+import contextlib
+import multiprocessing.process
+import os
+import subprocess
+import sys
 
 import pytest
-from lesson_files import LESSONS
+from lesson_files import LESSONS, solved_edition, write
+from nbformat.v4 import new_code_cell, new_notebook
 
 from graders.release.editions import build_course
 
+# Every lesson a test runs, in whatever kernel, runs its quick version: grading's own setting, which
+# nbgrader's configuration would otherwise set only once some earlier test of this process loaded it.
+os.environ.setdefault("COURSE_FAST", "1")
 
+
+# ------------------------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="session")
 def course_dir(tmp_path_factory):
     """An nbgrader course directory built from ``solutions/`` (English source, all lessons)."""
@@ -20,3 +35,215 @@ def english():
     course.set_language("en")
     yield
     course.set_language("en")
+
+
+@pytest.fixture
+def spanish(english):
+    """``with spanish():`` the course speaks the Spanish edition's language, then English again."""
+    import course
+
+    @contextlib.contextmanager
+    def speaking():
+        course.set_language("es")
+        try:
+            yield
+        finally:
+            course.set_language("en")
+    return speaking
+
+
+@pytest.fixture
+def solved():
+    """``solved(lesson, language)``: that edition with the reference solutions filled in."""
+    return solved_edition
+
+
+@pytest.fixture
+def make_notebook():
+    """``make_notebook(*cells)``: a Python 3 notebook of these cells (a string is a code cell)."""
+    def make(*cells, **metadata):
+        nb = new_notebook(cells=[new_code_cell(c) if isinstance(c, str) else c for c in cells],
+                          metadata=metadata)
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        return nb
+    return make
+
+
+@pytest.fixture
+def grade_cell():
+    """``grade_cell(source, cell_id, points=1)``: a locked, graded nbgrader cell."""
+    def make(source, cell_id, points=1):
+        cell = new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
+                                     "grade_id": cell_id}
+        return cell
+    return make
+
+
+@pytest.fixture
+def grade(course_dir, tmp_path):
+    """``grade(lesson, student, nb)``: ``nb`` submitted to the course and autograded by stock
+    nbgrader (a kernel runs it); returns the gradebook's :class:`Score`."""
+    from graders.notebook_grading.autograde import autograde, submit
+
+    def graded(lesson, student, nb):
+        submit(course_dir, lesson, student, write(nb, tmp_path / f"{student}.ipynb"))
+        return autograde(course_dir, lesson, student)
+    return graded
+
+
+# ------------------------------------------------------------------------ the fast tier's guard
+def pytest_addoption(parser):
+    parser.addoption("--no-processes", action="store_true",
+                     help="the fast tier: a test that starts a kernel, a subprocess, torchrun or a "
+                          "Dask cluster fails, naming the marker it needs")
+
+
+def _marker_for(what: str) -> str:
+    """The cost marker a process start needs, from who started it (the calling modules) and what."""
+    modules, frame = [], sys._getframe(2)
+    while frame is not None:
+        modules.append(frame.f_globals.get("__name__", ""))
+        frame = frame.f_back
+    starters = " ".join(modules)
+    if "graders.grade.classroom" in starters or "graders.cli" in what and " grade " in what:
+        return "classroom"
+    if "torchrun" in what or "torch.distributed" in what or "torch.distributed" in starters or \
+            "torch.multiprocessing" in starters:
+        return "torchrun"
+    if any(name == "distributed" or name.startswith(("distributed.", "dask.")) for name in modules):
+        return "dask"
+    if "playwright" in starters or "jupyter-lab" in what or "jupyterlab" in what:
+        return "browser"
+    if any(name in starters for name in ("jupyter_client", "nbclient", "papermill")) or \
+            any(name in what for name in ("ipykernel", "papermill")):
+        return "kernel"
+    return "subprocess"
+
+
+class ProcessGuard:
+    """While installed, every way of starting a process records who tried and refuses."""
+
+    def __init__(self):
+        self.refused: list[str] = []
+        self._saved: list[tuple[object, str, object]] = []
+
+    def _refuse(self, what: str):
+        marker = _marker_for(what)
+        self.refused.append(f"started {what} in the fast tier: mark the test "
+                            f"@pytest.mark.{marker} (or the cost marker that fits, see pyproject.toml)")
+        raise RuntimeError(f"make test-fast starts no processes; {self.refused[-1]}")
+
+    def _patch(self, owner, name, describe):
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        guard = self
+
+        def refused(*args, **kwargs):
+            guard._refuse(describe(args))
+        self._saved.append((owner, name, original))
+        setattr(owner, name, refused)
+
+    def install(self):
+        argv = lambda args: f"a process `{' '.join(map(os.fsdecode, args[0] or ()))[:200]}`"  # noqa: E731
+        self._patch(_posixsubprocess, "fork_exec", argv)  # multiprocessing's spawn and forkserver
+        self._patch(subprocess, "_fork_exec", argv)  # subprocess.Popen (its own name for it)
+        for name in ("posix_spawn", "posix_spawnp"):
+            self._patch(os, name, lambda args: argv((args[1],)))
+        for name in ("fork", "forkpty"):
+            self._patch(os, name, lambda args, name=name: f"os.{name}()")
+        self._patch(os, "system", lambda args: f"a shell `{args[0]}`")
+        self._patch(multiprocessing.process.BaseProcess, "start", lambda args: "a multiprocessing Process")
+        spec = sys.modules.get("distributed.deploy.spec")
+        if spec is not None:  # a cluster whose workers are threads of this process is a cluster too
+            self._patch(spec.SpecCluster, "__init__", lambda args: "a Dask cluster")
+
+    def uninstall(self):
+        while self._saved:
+            owner, name, original = self._saved.pop()
+            setattr(owner, name, original)
+
+    def __enter__(self):
+        self.install()
+        return self
+
+    def __exit__(self, *_):
+        self.uninstall()
+
+
+# xdist hands tests out in collection order: the costliest start first, so that no worker is left
+# alone with a long test at the end.
+COST_ORDER = ("classroom", "browser", "torchrun", "dask", "kernel", "subprocess")
+
+
+def _cost_rank(item) -> int:
+    return next((rank for rank, name in enumerate(COST_ORDER) if item.get_closest_marker(name)),
+                len(COST_ORDER))
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether the test uses a module-scoped fixture of its own module (a class graded once, a Dask
+    cluster): xdist must run those tests on one worker, or each worker would set it up again.
+    (A session-scoped fixture, a JupyterLab server or a wheel, is one per worker by design.)"""
+    module = item.nodeid.split("::")[0]
+    return any(defs[-1].scope == "module" and defs[-1].baseid == module
+               for defs in item._fixtureinfo.name2fixturedefs.values())
+
+
+def _join_group(item, group: str) -> None:
+    """``--dist loadgroup`` reads the group from the node id (``id@group``); xdist 3.8 writes it
+    where pytest 9.2 no longer reads it, so it is written here too."""
+    item.add_marker(pytest.mark.xdist_group(group))
+    if getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid and hasattr(item, "_id"):
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("notebook") and not item.get_closest_marker("kernel"):
+            item.add_marker("kernel")  # ``notebook``, the old name of ``kernel``, costs what it costs
+        if _shares_a_fixture(item) and not item.get_closest_marker("xdist_group"):
+            _join_group(item, item.nodeid.split("::")[0])
+    items.sort(key=_cost_rank)
+
+
+def pytest_configure(config):
+    if config.getoption("no_processes"):
+        with contextlib.suppress(ImportError):
+            import distributed.deploy.spec  # noqa: F401  (so that its clusters can be refused)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    return (yield from _guarded(item))
+
+
+def _guarded(item):
+    """Run one phase of ``item`` under the guard when the fast tier asks for it; a refusal fails the
+    test even where the code under test caught the exception."""
+    if not item.config.getoption("no_processes"):
+        return (yield)
+    guard = ProcessGuard()
+    guard.install()
+    try:
+        result = yield
+    finally:
+        guard.uninstall()
+    if guard.refused:
+        pytest.fail(f"{item.nodeid} {guard.refused[0]}", pytrace=False)
+    return result
+

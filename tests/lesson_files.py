@@ -7,8 +7,8 @@ import nbformat
 
 from graders.lessons import available_lessons, edition_path, solution_path
 from graders.nbgrader_adapter import grade_id, is_solution_cell
+from graders.release.editions import fill_solutions, filter_language, solution_sources
 from graders.selfcheck import scored_grade_cells
-from graders.release.editions import filter_language
 
 LESSONS = available_lessons()
 
@@ -19,6 +19,11 @@ def read_source(lesson: str, language: str = "en"):
 
 def read_edition(lesson: str, language: str):
     return nbformat.read(edition_path(lesson, language), 4)
+
+
+def solved_edition(lesson: str, language: str):
+    """The student edition in ``language`` with the reference solutions filled in."""
+    return fill_solutions(read_edition(lesson, language), solution_sources(read_source(lesson)))
 
 
 def solution_cells(nb) -> list[str]:

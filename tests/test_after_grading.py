@@ -18,7 +18,7 @@ from solution_styles import HARD_CODED, LESSON, STYLES, WRONG_DTYPE, notebook, r
 
 from graders.lessons import ROOT
 
-pytestmark = [pytest.mark.notebook, pytest.mark.classroom]
+pytestmark = [pytest.mark.kernel, pytest.mark.subprocess, pytest.mark.classroom]
 
 ANA = STYLES["step_by_step"]
 CLASS = {  # Moodle participant id ("" for a file outside Moodle's folders), notebook, total

@@ -273,17 +273,14 @@ def test_tables_and_pictures_speak_the_edition_language(english):
     assert titles[1] == "worst relative error of storing x, by magnitude"
 
 
-def test_benchmark_report_speaks_the_edition_language(english):
-    import course
-
+def test_benchmark_report_speaks_the_edition_language(spanish):
     results = [amp.AmpResult("fp32", "float32", 3, 1.0, 10.0, 0.5, None, 1000),
                amp.AmpResult("bf16", "bfloat16", 3, 1.0, 20.0, 0.5, None, 500),
                amp.AmpResult("fp16+scaler", "float16", 3, skipped="no")]
-    course.set_language("es")
-    text = amp.format_amp_results(results)
-    fig = amp.plot_amp_benchmark(results, title="cpu")
-    titles = [ax.get_title() for ax in fig.axes]
-    course.set_language("en")
+    with spanish():
+        text = amp.format_amp_results(results)
+        fig = amp.plot_amp_benchmark(results, title="cpu")
+        titles = [ax.get_title() for ax in fig.axes]
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["modo", "pasos/s", "aceleración"] and "pérdida final" in lines[0]
     assert lines[2].split()[2] == "2.00x" and lines[3].split()[1:] == ["omitido:", "no"]

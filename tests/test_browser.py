@@ -11,14 +11,13 @@ import json
 import nbformat
 import pytest
 from lab_browser import CHROMIUM, LabServer, lab_environment, run_in_lab
-from lesson_files import LESSONS, read_edition, read_source, standalone_language, write
+from lesson_files import LESSONS, solved_edition, standalone_language, write
 
 from course.settings import LANGUAGES
 from graders.lessons import BUILD
-from graders.release.editions import fill_solutions, solution_sources
 
-# Executes notebooks too: left out wherever notebook executions are.
-pytestmark = [pytest.mark.browser, pytest.mark.notebook]
+# Executes notebooks too: left out wherever kernels are.
+pytestmark = [pytest.mark.browser, pytest.mark.kernel]
 SHOTS = BUILD / "browser"
 
 BROKEN_WIDGET = '''import ipywidgets, traitlets
@@ -49,8 +48,7 @@ def lab(tmp_path_factory):
     for language in LANGUAGES:
         (root / language).mkdir()
         for lesson in LESSONS:
-            solved = fill_solutions(read_edition(lesson, language), solution_sources(read_source(lesson)))
-            write(solved, root / language / f"{lesson}.ipynb")
+            write(solved_edition(lesson, language), root / language / f"{lesson}.ipynb")
     (root / "broken").mkdir()
     write(_notebook("import ipywidgets\nipywidgets.IntSlider(3)", BROKEN_WIDGET),
           root / "broken" / "widget.ipynb")

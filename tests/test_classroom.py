@@ -21,9 +21,9 @@ from graders.grade.classroom import Classroom, Options, grade_class
 from graders.lessons import ROOT, solution_path
 from graders.notebook_grading.feedback import hidden_lines
 
-# The class grader runs its own parallel workers: `make test` runs these tests after the others,
-# in one process, so that they neither share the cores with notebook tests nor grade a class twice.
-pytestmark = [pytest.mark.notebook, pytest.mark.classroom]
+# The class grader runs its own parallel workers, which mostly wait on their kernels: `make test`
+# runs these tests beside the others, the ones sharing `hostile_class` on one worker (graded once).
+pytestmark = [pytest.mark.kernel, pytest.mark.classroom]
 MARKER = f"pwned-{os.getpid()}"
 
 

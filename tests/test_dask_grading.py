@@ -18,7 +18,7 @@ from solution_styles import HARD_CODED, LESSON, STYLES, notebook
 from graders.grade.classroom import Options, grade_class
 from graders.lessons import ROOT
 
-pytestmark = [pytest.mark.notebook, pytest.mark.classroom]
+pytestmark = [pytest.mark.kernel, pytest.mark.dask, pytest.mark.classroom]
 
 CLASS = {  # notebook, total
     "Ana": (lambda: notebook(STYLES["terse"]), 11),

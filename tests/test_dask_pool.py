@@ -13,6 +13,7 @@ from graders.grade.dask_pool import DaskUnavailable, WorkerNotReady, accept
 from graders.grade.sandbox import NoFreeSlot, claim_slot
 
 
+@pytest.mark.subprocess
 def test_slots_are_unique_on_a_machine_and_freed_with_their_holder(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
@@ -138,6 +139,7 @@ def _lesson_job(tmp_path) -> dict:
             "work_dir": str(tmp_path / "w"), "sandbox": "off"}
 
 
+@pytest.mark.dask
 def test_a_task_that_raises_on_the_worker_fails_its_submission_with_the_story(tmp_path):
     from distributed import LocalCluster
 
@@ -150,6 +152,7 @@ def test_a_task_that_raises_on_the_worker_fails_its_submission_with_the_story(tm
     assert "Traceback" in outcomes[0].detail and "_grade" in outcomes[0].detail
 
 
+@pytest.mark.dask
 def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp_path, monkeypatch):
     from distributed import LocalCluster
 

@@ -67,17 +67,13 @@ def test_real_fashion_mnist_from_the_debian_package(tmp_path):
     assert all(folder.exists() for folder in SYSTEM_DIRS)
 
 
-def test_the_message_and_class_names_speak_the_edition_language(tmp_path, english):
-    import course
+def test_the_message_and_class_names_speak_the_edition_language(tmp_path, spanish):
     from course.data import CLASSES, class_names
 
-    course.set_language("es")
-    try:
+    with spanish():
         with pytest.raises(DataNotFoundError) as caught:
             ensure_fashion_mnist(tmp_path / "data", system_dirs=[tmp_path / "none"], download=False)
         names = class_names()
-    finally:
-        course.set_language("en")
     message = str(caught.value)
     assert message.startswith("No se encontró FashionMNIST. Lugares probados, en orden:")
     assert "paquete de Debian" in message and f"Solución: ejecuta `{FIX_COMMAND}`" in message

@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import course
 from course.diagnose import CODES, Finding, diagnose, format_findings
 
 
@@ -373,13 +372,10 @@ def test_two_runs_give_the_same_findings():
     assert [(f.code, f.step, f.message) for f in first] == [(f.code, f.step, f.message) for f in second]
 
 
-def test_findings_follow_the_lesson_language_and_print_readably(capsys):
+def test_findings_follow_the_lesson_language_and_print_readably(capsys, spanish):
     model, batch = classification()
-    course.set_language("es")
-    try:
+    with spanish():
         found = diagnose(no_zero_grad, model, batch)
-    finally:
-        course.set_language("en")
     printed = capsys.readouterr().out
     assert found[0].language == "es"
     assert "paso 2" in printed and "zero_grad()" in printed and "arreglo" in printed
@@ -435,12 +431,11 @@ def test_a_pickled_model_load_is_named():
     assert finding.code == "pickled_model" and finding.step == 1
 
 
-def test_argument_errors_and_shapes_speak_the_edition_language(english, capsys):
+def test_argument_errors_and_shapes_speak_the_edition_language(spanish, capsys):
     model, batch = classification()
     with pytest.raises(TypeError, match="nn.Module; recibió str"):
         diagnose(train_step, "model", batch, language="es")
-    course.set_language("es")
-    try:
+    with spanish():
         with pytest.raises(TypeError, match="pasa una clase de optimizador"):
             diagnose(train_step, model, batch, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
 
@@ -453,7 +448,5 @@ def test_argument_errors_and_shapes_speak_the_edition_language(english, capsys):
             return loss
 
         found = diagnose(returns_the_loss_tensor, model, batch, show=False)
-    finally:
-        course.set_language("en")
     kept = next(f for f in found if f.code == "graph_kept")
     assert "forma ()" in kept.message and "shape" not in kept.message

@@ -6,7 +6,6 @@ import matplotlib
 import pytest
 import torch
 
-import course
 from course.diagnose.pictures import BUGGY_COLOR, FIXED_COLOR, draw_buggy_vs_fixed, first_split
 
 matplotlib.use("Agg")
@@ -65,16 +64,13 @@ def test_draw_marks_the_step_where_the_runs_part_and_draws_both_runs(ax, english
     assert ax.get_xlabel() == "training step"
 
 
-def test_draw_speaks_the_lessons_language_and_takes_bilingual_labels(ax):
-    course.set_language("es")
-    try:
+def test_draw_speaks_the_lessons_language_and_takes_bilingual_labels(ax, spanish):
+    with spanish():
         draw_buggy_vs_fixed(ax, [1.0, 5.0], [1.0, 2.0], ylabel={"es": "pendiente", "en": "slope"})
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
         assert legend == ["corregido", "con el error", "se separan en el paso 2"]
         assert ax.get_xlabel() == "paso de entrenamiento"
         assert ax.get_ylabel() == "pendiente"
-    finally:
-        course.set_language("en")
 
 
 def test_draw_takes_a_split_from_another_panel_or_none(ax, english):

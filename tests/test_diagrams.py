@@ -30,14 +30,9 @@ def test_the_five_steps_are_drawn_in_order_with_an_arrow_from_each_to_the_next(e
     plt.close(fig)
 
 
-def test_the_words_follow_the_editions_language_and_the_code_does_not(english):
-    import course
-
-    course.set_language("es")
-    try:
+def test_the_words_follow_the_editions_language_and_the_code_does_not(spanish):
+    with spanish():
         fig = diagrams.draw_training_loop()
-    finally:
-        course.set_language("en")
     boxes = _boxes(fig)
     assert [box.splitlines()[0] for box in boxes] == CODE
     assert "pasada hacia delante" in boxes[1] and "pasada hacia atrás" in boxes[3]

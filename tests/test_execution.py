@@ -10,7 +10,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from graders.grade import resilient_execute
 from graders.grade.resilient_execute import ResilientExecute, SharedContextKernelManager
 
-pytestmark = pytest.mark.notebook
+pytestmark = pytest.mark.kernel
 
 # Dies at its first `failures` launches (as a kernel that cannot start would), then starts for real.
 LAUNCHER = """

@@ -1,12 +1,18 @@
 """The course's nbgrader configuration, proven on real submissions of lesson 01."""
 
+import re
+from html import unescape
+
+import nbformat
 import pytest
-from lesson_files import read_edition, read_source, replace_cell, without_cell, write
+from lesson_files import read_edition, read_source, replace_cell, without_cell
 
-from graders.notebook_grading.autograde import autograde, generate_feedback, submit
-from graders.release.editions import fill_solutions, solution_sources
+from graders.lessons import solution_path
+from graders.notebook_grading.autograde import generate_feedback
+from graders.notebook_grading.feedback import hidden_lines
+from graders.release.editions import solution_sources
 
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.kernel, pytest.mark.subprocess]  # nbgrader's gradebook runs alembic
 LESSON = "01_tensors"
 # Returns the matrix of exercise 3's example whatever the inputs: the visible check draws others.
 HARD_CODED = """
@@ -20,34 +26,43 @@ def pairwise_distances(a, b):
 """
 
 
-def _solved(language="en"):
-    return fill_solutions(read_edition(LESSON, language), solution_sources(read_source(LESSON)))
+@pytest.fixture
+def graded(grade):
+    """``graded(student, nb)``: ``nb`` graded as a submission of lesson 01."""
+    return lambda student, nb: grade(LESSON, student, nb)
 
 
-def _grade(course_dir, tmp_path, student, nb):
-    submit(course_dir, LESSON, student, write(nb, tmp_path / f"{student}.ipynb"))
-    return autograde(course_dir, LESSON, student)
+def _shown(html: str, grade_id: str) -> str:
+    """The text the feedback page shows for one grade cell: its score, source and outputs."""
+    start = html.index(f"Grade cell: <code>{grade_id}</code>")
+    end = html.find("Grade cell: <code>", start + 1)
+    return unescape(re.sub(r"<[^>]+>", "", html[start:end if end > 0 else None]))
 
 
 @pytest.mark.parametrize("answer", [HARD_CODED, FITTED_TO_VISIBLE], ids=["hard-coded", "fitted"])
-def test_an_answer_fitted_to_the_visible_check_fails(course_dir, tmp_path, answer):
-    score = _grade(course_dir, tmp_path, "hardcoder", replace_cell(_solved(), "pairwise_distances",
-                                                                   answer))
+def test_an_answer_fitted_to_the_visible_check_fails(graded, solved, answer):
+    score = graded("hardcoder", replace_cell(solved(LESSON, "en"), "pairwise_distances", answer))
     assert score.cells["test_pairwise_distances"] == (0, 2)
     assert score.score == score.max_score - 2
 
 
-def test_feedback_shows_visible_tests_but_not_hidden_ones(course_dir, tmp_path):
-    nb = replace_cell(_solved("es"), "pairwise_distances", FITTED_TO_VISIBLE)
-    _grade(course_dir, tmp_path, "curious", nb)
+def test_feedback_shows_visible_tests_and_the_score_but_not_hidden_ones(course_dir, graded, solved):
+    score = graded("curious", replace_cell(solved(LESSON, "es"), "pairwise_distances", FITTED_TO_VISIBLE))
     html = generate_feedback(course_dir, LESSON, "curious").read_text()
     assert "BEGIN HIDDEN TESTS" not in html
     assert "1103" not in html and "torch.cdist(a, b)" not in html  # the hidden inputs and reference
-    assert "Una prueba oculta falló" in html  # the notice, in the edition's language
-    assert "test_to_unit_float" in html or "to_unit_float(x)" in html  # visible tests stay
+    secrets = hidden_lines(nbformat.read(solution_path(LESSON), 4), "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+    shown = unescape(re.sub(r"<[^>]+>", "", html))
+    assert secrets and not [line for line in secrets if line in shown]  # no line of any hidden test
+    pairwise = _shown(html, "test_pairwise_distances")
+    assert "lesson.check_pairwise_distances(pairwise_distances)" in pairwise  # the visible check stays
+    assert "Una prueba oculta falló" in pairwise  # the notice, in the edition's language, where it failed
+    assert "Score: 0.0 / 2.0" in pairwise and score.cells["test_pairwise_distances"] == (0, 2)
+    total = re.search(rf"<h4>{LESSON} \(Score: ([0-9.]+) / ([0-9.]+)\)</h4>", html)
+    assert total and (float(total[1]), float(total[2])) == (score.score, score.max_score)
 
 
-def test_a_harmless_warning_does_not_cost_points(course_dir, tmp_path):
+def test_a_harmless_warning_does_not_cost_points(graded, solved):
     noisy = """
 import warnings
 
@@ -55,30 +70,29 @@ def to_unit_float(images):
     warnings.warn("a harmless library warning", UserWarning)
     return images.float() / 255
 """
-    score = _grade(course_dir, tmp_path, "noisy", replace_cell(_solved(), "to_unit_float", noisy))
+    score = graded("noisy", replace_cell(solved(LESSON, "en"), "to_unit_float", noisy))
     assert score.cells["test_to_unit_float"] == (1, 1)
 
 
-def test_a_deleted_grade_cell_is_put_back_and_graded(course_dir, tmp_path):
+def test_a_deleted_grade_cell_is_put_back_and_graded(graded, solved):
     nb = without_cell(read_edition(LESSON, "en"), "test_to_unit_float")
-    score = _grade(course_dir, tmp_path, "deleter", nb)
+    score = graded("deleter", nb)
     assert score.cells["test_to_unit_float"] == (0, 1)  # graded (and failed), not skipped
 
-    solved = without_cell(_solved(), "test_to_unit_float")
-    score = _grade(course_dir, tmp_path, "deleter-solved", solved)
+    score = graded("deleter-solved", without_cell(solved(LESSON, "en"), "test_to_unit_float"))
     assert score.cells["test_to_unit_float"] == (1, 1)
 
 
-def test_an_edited_grade_cell_is_restored_before_grading(course_dir, tmp_path):
-    nb = replace_cell(read_edition(LESSON, "en"), "test_pairwise_distances", "pass")
-    score = _grade(course_dir, tmp_path, "editor", nb)
+def test_an_edited_grade_cell_is_restored_before_grading(graded):
+    score = graded("editor", replace_cell(read_edition(LESSON, "en"), "test_pairwise_distances", "pass"))
     assert score.cells["test_pairwise_distances"] == (0, 2)
 
 
-def test_a_concept_check_with_one_wrong_statement_earns_the_other_statements_share(course_dir, tmp_path):
+def test_a_concept_check_with_one_wrong_statement_earns_the_other_statements_share(course_dir, graded,
+                                                                                   solved):
     answers = solution_sources(read_source(LESSON))["concept_check"]
     one_slip = answers + '\nANSWERS["view_copies"] = not ANSWERS["view_copies"]\n'
-    score = _grade(course_dir, tmp_path, "one-slip", replace_cell(_solved(), "concept_check", one_slip))
+    score = graded("one-slip", replace_cell(solved(LESSON, "en"), "concept_check", one_slip))
     assert score.cells["test_concept_check"] == (1.67, 2)
     html = generate_feedback(course_dir, LESSON, "one-slip").read_text()
     assert "statements classified right: 5 of 6" in html and "review: view_copies" in html

@@ -164,29 +164,23 @@ def test_tangent_explorer_rejects_an_empty_range():
 # ---------------------------------------------------------------- two languages
 
 
-def test_graph_pictures_and_receipt_speak_the_edition_language(english, capsys):
-    import course
-
+def test_graph_pictures_and_receipt_speak_the_edition_language(spanish, capsys):
     x = torch.tensor(2.0, requires_grad=True)
     y = quadratic(x)
-    course.set_language("es")
-    texts = _texts(draw_graph(y))
-    print_graph(x * x)
-    printed = capsys.readouterr().out.splitlines()
-    with pytest.raises(ValueError, match="no tiene grafo"):
-        walk_graph(torch.tensor(1.0) * 2)
-    course.set_language("en")
+    with spanish():
+        texts = _texts(draw_graph(y))
+        print_graph(x * x)
+        printed = capsys.readouterr().out.splitlines()
+        with pytest.raises(ValueError, match="no tiene grafo"):
+            walk_graph(torch.tensor(1.0) * 2)
     assert "salida\nforma ()" in texts and "AccumulateGrad\nhoja · forma ()" in texts
     assert printed[0] == "salida · forma ()"
     assert _texts(draw_graph(y))[0] == "output\nshape ()"
 
 
-def test_tangent_pictures_speak_the_edition_language(english):
-    import course
-
-    course.set_language("es")
-    ax = draw_tangent(quadratic, 1.0, x_range=(-2, 2), label="x² + 3x").axes[0]
-    course.set_language("en")
+def test_tangent_pictures_speak_the_edition_language(spanish):
+    with spanish():
+        ax = draw_tangent(quadratic, 1.0, x_range=(-2, 2), label="x² + 3x").axes[0]
     assert ax.get_title() == "rectas tangentes, pendientes calculadas por autograd"
     assert _texts(ax.figure) == ["pendiente 5"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["x² + 3x"]     # the caller's label

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 import yaml
 
 from graders.lessons import ROOT
@@ -30,6 +31,7 @@ def test_hygiene_flags_and_fixes_a_notebook_with_outputs(tmp_path, capsys):
     assert dirty_notebooks([path]) == []
 
 
+@pytest.mark.subprocess
 def test_ruff_is_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)],
                             capture_output=True, text=True)

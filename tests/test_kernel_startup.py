@@ -38,6 +38,48 @@ ATTACKS = {
 }
 
 
+# A check module is imported by the guard the first time a cell asks for it (each attack targets
+# a lesson whose module no earlier cell imported): whatever the cell that first imports it does,
+# the next cell gets the genuine module.
+FIRST_IMPORT_ATTACKS = {
+    "patched in the cell that first imports it": (
+        "import graders.lesson_checks.tensors as mine\n"
+        "mine.check_to_unit_float = lambda *a, **k: None\nmine.HINTS = {}\nmine.LEAK = True",
+        "from graders.lesson_checks import tensors as lesson\n"
+        "print('probe', lesson.check_to_unit_float.__name__, bool(lesson.HINTS), hasattr(lesson, 'LEAK'))",
+        "probe check_to_unit_float True False"),
+    "a fake module in sys.modules": (
+        "import sys, types\nfake = types.ModuleType('graders.lesson_checks.autograd')\nfake.LEAK = True\n"
+        "sys.modules['graders.lesson_checks.autograd'] = fake",
+        "from graders.lesson_checks import autograd as lesson\n"
+        "print('probe', hasattr(lesson, 'LEAK'), lesson.__file__.endswith('autograd.py'))",
+        "probe False True"),
+    "a __getattr__ on the package": (
+        "import types\nimport graders.lesson_checks as package\n"
+        "package.__getattr__ = lambda name: types.SimpleNamespace(__name__='LEAK')",
+        "from graders.lesson_checks import scale as lesson\nprint('probe', lesson.__name__)",
+        "probe graders.lesson_checks.scale"),
+    "a finder ahead of the guard's": (
+        "import importlib.abc, importlib.util, sys\n"
+        "class Fake(importlib.abc.MetaPathFinder, importlib.abc.Loader):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        return importlib.util.spec_from_loader(name, self) if 'lesson_checks.' in name else None\n"
+        "    def create_module(self, spec):\n        return None\n"
+        "    def exec_module(self, module):\n        module.LEAK = True\n"
+        "sys.meta_path.insert(0, Fake())\nimport graders.lesson_checks.modules",
+        "from graders.lesson_checks import modules as lesson\n"
+        "print('probe', hasattr(lesson, 'LEAK'), hasattr(lesson, 'HINTS'))",
+        "probe False True"),
+    "the checks replaced before its import": (
+        "import sys, types\nimport graders\nfake = types.ModuleType('graders.checks')\n"
+        "sys.modules['graders.checks'] = graders.checks = fake\n"
+        "import graders.lesson_checks.mixed_precision",
+        "import graders.checks\nfrom graders.lesson_checks import mixed_precision as lesson\n"
+        "print('probe', lesson.checks is graders.checks, hasattr(lesson.checks, 'check_close'))",
+        "probe True True"),
+}
+
+
 def _run(cells):
     nb = new_notebook(cells=[new_code_cell(source) for source in cells])
     NotebookClient(nb, timeout=60, allow_errors=True, kernel_name="python3",
@@ -63,6 +105,14 @@ def test_every_attack_is_undone_before_the_next_cell():
         text = _text(probe)
         assert "LEAK" not in text, f"{name}: the attack still ran in the next cell: {text!r}"
         assert expected in text, f"{name}: the probe printed {text!r}, expected {expected!r}"
+
+
+def test_a_check_module_attacked_as_it_is_first_imported_is_undone():
+    cells = [source for attack, probe, _ in FIRST_IMPORT_ATTACKS.values() for source in (attack, probe)]
+    nb = _run(cells)
+    for index, (name, (_, _, expected)) in enumerate(FIRST_IMPORT_ATTACKS.items()):
+        text = _text(nb.cells[2 * index + 1])
+        assert text.strip() == expected, f"{name}: the probe printed {text!r}, expected {expected!r}"
 
 
 def test_without_the_guard_the_attacks_work():

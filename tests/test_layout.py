@@ -4,6 +4,8 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from graders.lessons import ROOT
 
 # What a kernel imports: the lesson helpers, the checks, and the kernel's start-up.
@@ -33,6 +35,7 @@ def test_kernel_side_modules_import_nothing_from_the_host_side():
     assert not {path: names for path, names in crossing.items() if names}
 
 
+@pytest.mark.subprocess
 def test_a_kernel_that_imports_every_lesson_helper_loads_no_host_module():
     code = ("import pkgutil, importlib, sys, course, graders.checks, graders.kernel_startup\n"
             "import graders.lesson_checks; graders.lesson_checks.lesson_modules()\n"

@@ -524,8 +524,8 @@ def test_schedule_check_fails_wrong_schedules_with_expected_got_and_hint():
                                                          "half a cosine"))
     failure(lesson.check_warmup_cosine, lambda *args: torch.tensor(warmup_cosine(*args)),
             says="the type is not the expected one")
-    message = failure(lesson.check_warmup_cosine, _linear_decay, case=(23, 2, 1.0, 0.0))
-    assert "rate at step 7 of" in message   # a quarter of the decay: (2 + √2)/4, not 0.75
+    # a quarter of the decay: (2 + √2)/4, not 0.75
+    failure(lesson.check_warmup_cosine, _linear_decay, case=(23, 2, 1.0, 0.0), says="rate at step 7 of")
 
 
 def test_schedule_check_finds_a_rise_and_a_lopsided_cosine_between_the_known_steps():

@@ -14,25 +14,16 @@ from lesson_files import (
     read_source,
     replace_cell,
     solution_cells,
-    write,
 )
-from nbformat.v4 import new_code_cell, new_notebook
+from nbformat.v4 import new_code_cell
 
 from course.settings import LANGUAGES
-from graders.run.runner import run_course
 from graders.nbgrader_adapter import grade_cells
-from graders.notebook_grading.autograde import autograde, submit
-from graders.release.editions import fill_solutions, solution_sources
+from graders.run.runner import run_course
 
-pytestmark = pytest.mark.notebook
+pytestmark = pytest.mark.kernel
 
 STUBBED = [(lesson, grade_id) for lesson in LESSONS for grade_id in solution_cells(read_source(lesson))]
-
-
-def _grade(course_dir, tmp_path, lesson, student, nb):
-    path = write(nb, tmp_path / f"{student}.ipynb")
-    submit(course_dir, lesson, student, path)
-    return autograde(course_dir, lesson, student)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -50,17 +41,16 @@ def test_lesson_runs_under_papermill_and_earns_full_marks(lesson, tmp_path):
 
 
 @pytest.mark.parametrize(("lesson", "lang"), [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES])
-def test_untouched_edition_scores_zero(lesson, lang, course_dir, tmp_path):
-    score = _grade(course_dir, tmp_path, lesson, f"blank-{lang}", read_edition(lesson, lang))
+def test_untouched_edition_scores_zero(lesson, lang, grade):
+    score = grade(lesson, f"blank-{lang}", read_edition(lesson, lang))
     assert score.max_score > 0
     assert score.score == 0, f"points without any answer: {score.cells}"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_spanish_and_english_editions_grade_alike(lesson, course_dir, tmp_path):
+def test_spanish_and_english_editions_grade_alike(lesson, course_dir, grade, solved):
     """The filled Spanish edition earns every cell's points, as the English reference does (above)."""
-    solved = fill_solutions(read_edition(lesson, "es"), solution_sources(read_source(lesson)))
-    score = _grade(course_dir, tmp_path, lesson, "filled-es", solved)
+    score = grade(lesson, "filled-es", solved(lesson, "es"))
     assert score.cells == {cell: (points, points) for cell, points in grade_cells(course_dir, lesson).items()}
 
 
@@ -71,19 +61,12 @@ def test_every_solution_cell_is_graded(lesson, grade_id, tmp_path):
     assert first_lost_points(submission, tmp_path) is not None, f"stubbing {grade_id} lost no points"
 
 
-def _grade_cell(source, points, cell_id):
-    cell = new_code_cell(source)
-    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
-                                 "grade_id": cell_id}
-    return cell
-
-
-def test_first_lost_points_scores_as_nbgrader_and_stops_there(tmp_path):
+def test_first_lost_points_scores_as_nbgrader_and_stops_there(tmp_path, make_notebook, grade_cell):
     """A passing cell earns its points, an error or a partial score is a loss, later cells never run."""
-    cells = [new_code_cell("x = 1"), _grade_cell("assert x == 1", 1, "passes"),
-             _grade_cell("0.5", 1, "partial"), _grade_cell("open('ran', 'w').close()", 1, "after")]
-    assert first_lost_points(new_notebook(cells=cells), tmp_path) == "partial"
+    cells = [new_code_cell("x = 1"), grade_cell("assert x == 1", "passes"),
+             grade_cell("0.5", "partial"), grade_cell("open('ran', 'w').close()", "after")]
+    assert first_lost_points(make_notebook(*cells), tmp_path) == "partial"
     assert not (tmp_path / "ran").exists()
-    failing = [new_code_cell("x = 2"), _grade_cell("assert x == 1", 1, "fails")]
-    assert first_lost_points(new_notebook(cells=failing), tmp_path) == "fails"
-    assert first_lost_points(new_notebook(cells=cells[:2]), tmp_path) is None
+    failing = make_notebook("x = 2", grade_cell("assert x == 1", "fails"))
+    assert first_lost_points(failing, tmp_path) == "fails"
+    assert first_lost_points(make_notebook(*cells[:2]), tmp_path) is None

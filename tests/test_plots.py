@@ -38,17 +38,11 @@ def test_an_offscreen_figure_becomes_png_without_touching_pyplot():
     assert plt.get_fignums() == open_before
 
 
-def test_draw_broadcast_explains_in_the_edition_language(english):
-    import course
-
-    course.set_language("es")
-    try:
+def test_draw_broadcast_explains_in_the_edition_language(spanish):
+    with spanish():
         with pytest.raises(ValueError, match="como mucho 2 dimensiones"):
             draw_broadcast((2, 2, 2), (2,))
-    finally:
-        course.set_language("en")
     # labels passed by the caller are drawn as given, in either language
-    course.set_language("es")
-    fig = draw_broadcast((2, 1), (3,), labels=("x", "y", "x + y"))
-    course.set_language("en")
+    with spanish():
+        fig = draw_broadcast((2, 1), (3,), labels=("x", "y", "x + y"))
     assert [ax.get_title() for ax in fig.axes] == ["x: (2, 1)", "y: (3,)", "x + y: (2, 3)"]

@@ -1,27 +1,17 @@
 """``make check``: a student's notebook run, each visible check scored as nbgrader scores it."""
 
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from lesson_files import write
 
 from graders.selfcheck import run_visible_checks
 
-pytestmark = pytest.mark.notebook
+pytestmark = pytest.mark.kernel
 
 
-def _grade_cell(source, cell_id):
-    cell = new_code_cell(source)
-    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 1,
-                                 "grade_id": cell_id}
-    return cell
-
-
-def test_the_report_names_each_check_and_the_first_error(tmp_path):
-    nb = new_notebook(cells=[new_code_cell("x = 2"), _grade_cell("assert x == 2", "right"),
-                             _grade_cell("assert x == 3, 'x should be 3'", "wrong")])
-    path = tmp_path / "mine.ipynb"
-    nbformat.write(nb, path)
-    report, all_passed = run_visible_checks(path)
+def test_the_report_names_each_check_and_the_first_error(tmp_path, make_notebook, grade_cell):
+    nb = make_notebook("x = 2", grade_cell("assert x == 2", "right"),
+                       grade_cell("assert x == 3, 'x should be 3'", "wrong"))
+    report, all_passed = run_visible_checks(write(nb, tmp_path / "mine.ipynb"))
     assert not all_passed
     assert "pass  right (1)" in report
     assert "FAIL  wrong (1)  AssertionError: x should be 3" in report

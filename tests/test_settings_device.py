@@ -52,14 +52,9 @@ def test_describe_device_names_cpu_threads():
     assert describe_device(torch.device("cpu")) == f"cpu ({torch.get_num_threads()} threads)"
 
 
-def test_device_texts_speak_the_edition_language(english):
-    import course
-
-    course.set_language("es")
-    try:
+def test_device_texts_speak_the_edition_language(spanish):
+    with spanish():
         described = describe_device(torch.device("cpu"))
         with pytest.raises(ValueError, match="Dispositivo desconocido 'gpu'"):
             pick_device("gpu")
-    finally:
-        course.set_language("en")
     assert described == f"cpu ({torch.get_num_threads()} hilos)"

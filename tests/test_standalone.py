@@ -20,12 +20,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from lesson_files import LESSONS, read_edition, read_source, standalone_language, write
+from lesson_files import LESSONS, read_source, solved_edition, standalone_language, write
 
 from graders.lessons import ROOT
-from graders.release.editions import fill_solutions, solution_sources
 
-pytestmark = pytest.mark.notebook
 NOT_SHARED = ("course", "graders", "pytorch_course", "__editable__", "pip", "setuptools",
               "_distutils_hack", "pkg_resources", "distutils-precedence", "__pycache__")
 
@@ -66,6 +64,8 @@ def data_cache(home: Path) -> None:
         shutil.copy(source, raw / source.name)
 
 
+@pytest.mark.subprocess
+@pytest.mark.kernel
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_a_student_edition_runs_outside_the_repository(lesson, wheel, shared_dependencies, tmp_path):
     language = standalone_language(lesson)
@@ -77,8 +77,7 @@ def test_a_student_edition_runs_outside_the_repository(lesson, wheel, shared_dep
            "COURSE_FAST": "1", "COURSE_DEVICE": "cpu", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     missing = subprocess.run([python, "-c", "import course"], cwd=work, env=env, capture_output=True)
     assert missing.returncode != 0, "the course is importable before the install cell ran"
-    solved = fill_solutions(read_edition(lesson, language), solution_sources(read_source(lesson)))
-    notebook = write(solved, work / f"{lesson}.ipynb")
+    notebook = write(solved_edition(lesson, language), work / f"{lesson}.ipynb")
     done = subprocess.run([python, "-m", "papermill", notebook.name, "executed.ipynb", "-k", "python3",
                            "--no-progress-bar"], cwd=work, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -87,6 +86,7 @@ def test_a_student_edition_runs_outside_the_repository(lesson, wheel, shared_dep
     assert installed.startswith(str(tmp_path / "venv")), installed
 
 
+@pytest.mark.subprocess
 def test_the_install_cell_does_nothing_where_the_course_is_installed(tmp_path):
     edition = nbformat.read(ROOT / "notebooks" / "en" / f"{LESSONS[0]}.ipynb", 4)
     install_cell = next(c.source for c in edition.cells if c.cell_type == "code")

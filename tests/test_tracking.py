@@ -113,6 +113,7 @@ def test_plot_runs_takes_a_folder_or_scalars_and_speaks_the_editions_language(tm
     course.set_language("en")
 
 
+@pytest.mark.subprocess
 def test_importing_the_module_writes_nothing_on_stderr():
     result = subprocess.run([sys.executable, "-W", "default", "-c",
                              "import course.tracking, logging; "

@@ -7,6 +7,7 @@ written only once a submission's grades are in the gradebook, so a grader killed
 with what is missing, and a submission whose file changed is graded again.
 """
 
+import compileall
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from graders.grade.sandbox import (
     write_kernelspec,
 )
 from graders.grade.submissions import Submission, find_submissions, validate_notebook
-from graders.lessons import BUILD
+from graders.lessons import BUILD, ROOT
 from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
 from graders.release.editions import build_course
 
@@ -92,6 +93,10 @@ class Classroom:
         self.grade_cells = adapter.grade_cells(self.master, self.o.lesson)
         if self.policy.mode != "none":
             write_kernelspec(self.scratch / "jupyter" / "kernels", self.policy)
+            # A sandboxed kernel cannot write bytecode: what it imports of the course is compiled
+            # here, once, rather than by every kernel at its start.
+            for package in ("course", "graders"):
+                compileall.compile_dir(ROOT / package, quiet=2)
         return find_submissions(self.o.submissions, self.o.lesson, self.scratch)
 
     def to_grade(self, submissions: list[Submission]) -> list[Submission]:
@@ -197,7 +202,7 @@ class Classroom:
                 shutil.copyfile(source, target)
         scores = {name: row.cells.get(name, (0.0, maximum))[0]
                   for name, maximum in self.grade_cells.items()}
-        with adapter.gradebook(self.master) as gradebook:
+        with adapter.gradebook(self.master) as gradebook, adapter.quiet_nbgrader():
             # nbgrader's CSV export does not quote fields: a comma in a name would shift columns
             gradebook.update_or_create_student(sid, first_name=submission.student.replace(",", " "))
             notebook = gradebook.update_or_create_submission(lesson, sid).notebooks[0]

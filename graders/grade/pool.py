@@ -92,6 +92,8 @@ class WorkerPool:
                 for key, _ in self.selector.select(timeout=1.0):
                     outcome = self._receive(key.data)
                     if outcome is not None:
+                        # the worker starts its next job while the caller records this one
+                        self._hand_out(queue)
                         yield outcome
                 yield from self._replace_dead_or_stuck()
         finally:

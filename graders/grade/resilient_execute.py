@@ -9,6 +9,8 @@
 - A notebook that runs past its total time gets an error in every cell it did not reach.
 - A kernel that fails to start is started again, a few times, before the submission is given up.
 - Every kernel of the process talks through one zmq context that lives as long as the process.
+- A kernel is killed once its notebook has run, not asked to shut down: it is disposable, and a
+  kernel that has imported torch takes seconds to exit on its own.
 Every code cell that did not run ends with an error output, so no grade cell passes unrun.
 """
 
@@ -25,10 +27,10 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode, default
 
+from graders.grade.sandbox import use_unix_sockets
 from graders.nbgrader_settings import NOTEBOOK_TIMEOUT_S
 
 INCIDENT = "CourseGraderIncident"
-MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path on Linux, less its final NUL
 
 
 class KernelStuck(RuntimeError):
@@ -89,16 +91,14 @@ class ResilientExecute(Execute):
         kwargs.setdefault("kernel_manager_class", SharedContextKernelManager)
         super().__init__(**kwargs)
 
+    @default("shutdown_kernel")
+    def _kill_when_done(self):
+        return "immediate"
+
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         if self.socket_root:
-            # A fresh folder per kernel: a restarted kernel never meets the sockets of a dead one.
-            folder = Path(tempfile.mkdtemp(prefix="kernel-", dir=self.socket_root))
-            km.connection_file = str(folder / "connection.json")
-            km.ip = str(folder / "socket")
-            if len(f"{km.ip}-65535") > MAX_SOCKET_PATH:
-                raise ValueError(f"the kernel's socket path {km.ip!r} is too long for a unix socket "
-                                 f"({MAX_SOCKET_PATH} bytes at most): set TMPDIR to a short folder")
+            use_unix_sockets(km, Path(tempfile.mkdtemp(prefix="kernel-", dir=self.socket_root)))
         # A message bigger than this drops the connection instead of filling the grader's memory.
         km.context.setsockopt(zmq.MAXMSGSIZE, 8 * self.max_output_bytes)
         return km

@@ -14,11 +14,13 @@ The kernelspec starts ``python -m graders.grade.sandbox <connection_file>``: thi
 limits, derives the socket folder from the connection file, and replaces itself with bubblewrap.
 """
 
+import dataclasses
 import fcntl
 import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
@@ -35,6 +37,7 @@ SLOT_ENV = "COURSE_SANDBOX_SLOT"
 # sandbox user: local worker pools take them from LOCAL_SLOTS, Dask workers from above.
 SLOTS_DIR = "course-grader-slots"
 LOCAL_SLOTS = range(0, 250)
+MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path on Linux, less its final NUL
 
 
 class NoFreeSlot(RuntimeError):
@@ -65,10 +68,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class Policy:
-    """How kernels are isolated here: ``root`` (switch to nobody), ``userns`` or ``none``."""
+    """How kernels are isolated here: ``root`` (switch to nobody), ``userns`` or ``none``; and
+    ``font_list``, matplotlib's list of the fonts in the sandbox's view (see :func:`build_font_list`),
+    put read-only in each kernel's home so that no kernel spends its start building its own."""
 
     mode: str
     limits: Limits
+    font_list: str = ""
 
     def protections(self) -> list[str]:
         """What this policy really enforces, in words an instructor can check."""
@@ -108,6 +114,32 @@ def _readable_roots() -> list[Path]:
     roots = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parents[1],
              ROOT / "course", ROOT / "graders", ROOT / "data"}
     return sorted(p for p in roots if p.exists() and not str(p).startswith("/usr"))
+
+
+def _in_view(path: str) -> bool:
+    """Whether a kernel in the sandbox sees the file ``path`` (a relative one is matplotlib's own)."""
+    if not os.path.isabs(path):
+        return True
+    return any(path.startswith(f"{root}/") for root in ["/usr", "/etc", *map(str, _readable_roots())])
+
+
+def build_font_list(folder: Path) -> Path | None:
+    """matplotlib's font list (``fontlist-v*.json``) as a kernel in the sandbox would build it, in
+    ``folder``; ``None`` where it cannot be built here or names a font the sandbox does not show
+    (a kernel then builds its own, as it would without it)."""
+    folder = Path(folder)
+    home = folder / "home"  # an empty home, like the sandbox's: no fonts of the grader's own user
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "MPLCONFIGDIR": str(folder), "HOME": str(home)}
+    try:
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env,
+                       capture_output=True, check=True, timeout=300)
+        path = next(folder.glob("fontlist-v*.json"))
+        data = json.loads(path.read_text())
+        names = [font["fname"] for font in data["ttflist"] + data["afmlist"]]
+    except (OSError, ValueError, KeyError, StopIteration, subprocess.SubprocessError):
+        return None
+    return path if all(_in_view(name) for name in names) else None
 
 
 def _parents(path: Path) -> list[Path]:
@@ -151,6 +183,18 @@ def socket_root() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"course-grader-{os.getpid()}-"))
 
 
+def use_unix_sockets(km, folder: Path) -> None:
+    """Have the kernel manager ``km`` start its kernel on unix sockets in ``folder`` (jupyter's
+    ``ipc`` transport): no TCP port is opened, so the kernel has no plain-text traffic to warn about.
+    A fresh folder per kernel: a restarted kernel never meets the sockets of a dead one."""
+    km.transport = "ipc"
+    km.connection_file = str(Path(folder) / "connection.json")
+    km.ip = str(Path(folder) / "socket")
+    if len(f"{km.ip}-65535") > MAX_SOCKET_PATH:
+        raise ValueError(f"the kernel's socket path {km.ip!r} is too long for a unix socket "
+                         f"({MAX_SOCKET_PATH} bytes at most): set TMPDIR to a short folder")
+
+
 def slot_uid(slot: int) -> int:
     """The sandbox user of a worker slot; refuses a uid that belongs to an account here."""
     import pwd
@@ -191,8 +235,13 @@ def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str], uid: int | 
     for folder in _readable_roots():
         command += ["--ro-bind", str(folder), str(folder)]
     command += ["--bind", str(socket_dir), str(socket_dir),
-                "--perms", "1777", "--size", str(policy.limits.home_bytes), "--tmpfs", str(home),
-                "--chdir", str(home), "--clearenv",
+                "--perms", "1777", "--size", str(policy.limits.home_bytes), "--tmpfs", str(home)]
+    if policy.font_list and os.path.isfile(policy.font_list):
+        # matplotlib wants its folder writable; the list itself stays read-only
+        fonts = home / ".matplotlib" / Path(policy.font_list).name
+        command += ["--perms", "1777", "--dir", str(fonts.parent),
+                    "--ro-bind", policy.font_list, str(fonts)]
+    command += ["--chdir", str(home), "--clearenv",
                 "--setenv", "HOME", str(home),
                 "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin",
                 "--setenv", "LANG", "C.UTF-8", "--setenv", "MPLCONFIGDIR", f"{home}/.matplotlib",
@@ -223,16 +272,21 @@ def kernel_argv(connection_file: str) -> list[str]:
 
 
 def write_kernelspec(kernels_dir: Path, policy: Policy) -> Path:
-    """Install the sandbox kernelspec under ``kernels_dir/course-sandbox/`` (for JUPYTER_PATH)."""
+    """Install the sandbox kernelspec under ``kernels_dir/course-sandbox/`` (for JUPYTER_PATH),
+    with matplotlib's font list built once for all its kernels."""
     folder = Path(kernels_dir) / KERNEL_NAME
     folder.mkdir(parents=True, exist_ok=True)
+    if policy.mode != "none" and not policy.font_list:
+        font_list = build_font_list(folder / "matplotlib")
+        policy = dataclasses.replace(policy, font_list=str(font_list or ""))
     spec = {
         "argv": [sys.executable, "-m", "graders.grade.sandbox", "{connection_file}"],
         "display_name": "Course sandbox",
         "language": "python",
         # SIGINT sent to bubblewrap never reaches the kernel: interrupt through a message.
         "interrupt_mode": "message",
-        "env": {POLICY_ENV: json.dumps({"mode": policy.mode, "limits": asdict(policy.limits)})},
+        "env": {POLICY_ENV: json.dumps({"mode": policy.mode, "limits": asdict(policy.limits),
+                                        "font_list": policy.font_list})},
     }
     (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
     return folder
@@ -241,7 +295,7 @@ def write_kernelspec(kernels_dir: Path, policy: Policy) -> Path:
 def launch(connection_file: str) -> None:
     """Apply the limits and replace this process with the sandboxed kernel."""
     raw = json.loads(os.environ[POLICY_ENV])
-    policy = Policy(raw["mode"], Limits(**raw["limits"]))
+    policy = Policy(raw["mode"], Limits(**raw["limits"]), raw.get("font_list", ""))
     socket_dir = Path(connection_file).resolve().parent
     uid = slot_uid(int(os.environ.get(SLOT_ENV, "0"))) if policy.mode == "root" else None
     if uid is not None:

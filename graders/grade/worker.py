@@ -3,11 +3,15 @@
 Each job grades one submission with stock nbgrader in a private course directory (a copy of the
 lesson's source and of a template gradebook), executing it through :class:`ResilientExecute` in
 the sandbox kernel. Nothing of one job is visible to the next.
+
+That gradebook is scratch: the parent copies the scores into the class's gradebook, which alone
+must survive a crash. A worker writes its scratch gradebooks without waiting for the disk.
 """
 
 import json
 import os
 import shutil
+import sqlite3
 import sys
 import time
 import traceback
@@ -16,17 +20,23 @@ from pathlib import Path
 from graders import nbgrader_adapter as adapter
 from graders.grade.resilient_execute import INCIDENT
 from graders.grade.sandbox import SLOT_ENV
+from graders.kernel_startup import KERNEL_ARGUMENTS
+
+# A grading kernel keeps no input history on disk (a sandboxed one has no disk to keep it on).
+KERNEL_HISTORY = "--HistoryManager.hist_file=:memory:"
 
 
 def grading_config(course_dir: Path, job: dict):
-    """The course's nbgrader config, executing through the resilient, sandboxed executor."""
+    """The course's nbgrader config, executing through the resilient, sandboxed executor; its
+    kernels on unix sockets in the job's socket folder, sandboxed or not."""
     c = adapter.config(course_dir, pipeline="resilient")
     c.ResilientExecute.timeout = job["cell_timeout"]
     c.ResilientExecute.notebook_timeout = job["notebook_timeout"]
+    c.ResilientExecute.socket_root = job["socket_dir"]
     if job["sandbox"] != "off":
         c.ResilientExecute.kernel_name = job["kernel_name"]
-        c.ResilientExecute.socket_root = job["socket_dir"]
-        c.KernelManager.transport = "ipc"
+    else:
+        c.ResilientExecute.extra_arguments = [*KERNEL_ARGUMENTS, KERNEL_HISTORY]
     return c
 
 
@@ -85,7 +95,21 @@ def fault_report(error: Exception) -> dict:
     return {"ok": False, "cause": cause, "error": story}
 
 
+def _scratch_gradebooks() -> None:
+    """Every SQLite database this process opens, the job's scratch gradebook, skips the disk
+    syncs and the journal file of each commit (nbgrader commits dozens of times per job)."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "connect")
+    def _scratch(connection, _record):
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute("PRAGMA synchronous = OFF")
+            connection.execute("PRAGMA journal_mode = MEMORY")
+
+
 def main() -> int:
+    _scratch_gradebooks()
     for line in sys.stdin:
         job = json.loads(line)
         os.environ["JUPYTER_PATH"] = job["jupyter_path"]

@@ -5,11 +5,16 @@ nbgrader puts hidden tests back before grading and, by design, shows them in fee
 (jupyter/nbgrader#917). This preprocessor runs in ``GenerateFeedback`` after the grades are read.
 The kernel's guard already removes hooks that could print a cell's source; redacting every output
 line that reproduces a hidden test is the defence in depth behind it.
+
+The HTML comes from nbconvert's exporter, whose templates are compiled once per process rather
+than once per feedback file (:class:`FeedbackHTMLExporter`): a grading worker writes hundreds.
 """
 
 import html
 import re
 
+from jinja2 import BytecodeCache
+from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import ClearHiddenTests
 
@@ -27,6 +32,34 @@ MIN_SECRET_LENGTH = 12
 _TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/javascript")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CELL_LINE = re.compile(r"(?:Cell In\s*\[\d*\]|<ipython-input-[^>]*>), line (\d+)")
+
+
+class _CompiledTemplates(BytecodeCache):
+    """Jinja's compiled templates, kept in memory for the process (keyed by template file and
+    checked against its source by Jinja)."""
+
+    def __init__(self):
+        self.code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket) -> None:
+        if bucket.key in self.code:
+            bucket.bytecode_from_string(self.code[bucket.key])
+
+    def dump_bytecode(self, bucket) -> None:
+        self.code[bucket.key] = bucket.bytecode_to_string()
+
+
+_TEMPLATES = _CompiledTemplates()
+
+
+class FeedbackHTMLExporter(HTMLExporter):
+    """nbconvert's HTML exporter (nbgrader's feedback templates and all), whose compiled templates
+    outlive it: the next feedback file of the process skips compiling them again."""
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = _TEMPLATES
+        return environment
 
 
 def first_hidden_line(source: str, marker: str) -> int | None:

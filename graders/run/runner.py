@@ -16,11 +16,11 @@ import nbformat
 import torch
 
 from course.device import describe_device, pick_device
-from graders.run.report import metrics_from_notebook, write_report
 from graders.lessons import BUILD, ROOT, available_lessons, solution_path
 from graders.nbgrader_adapter import NbgraderFailed, grade_id
 from graders.notebook_grading.autograde import autograde, submit
 from graders.release.editions import build_course
+from graders.run.report import metrics_from_notebook, write_report
 
 REFERENCE_STUDENT = "reference"
 
