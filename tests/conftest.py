@@ -204,8 +204,6 @@ def _join_group(item, group: str) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
-        if item.get_closest_marker("notebook") and not item.get_closest_marker("kernel"):
-            item.add_marker("kernel")  # ``notebook``, the old name of ``kernel``, costs what it costs
         if _shares_a_fixture(item) and not item.get_closest_marker("xdist_group"):
             _join_group(item, item.nodeid.split("::")[0])
     items.sort(key=_cost_rank)

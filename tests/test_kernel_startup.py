@@ -6,7 +6,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from graders.kernel_startup import KERNEL_ARGUMENTS
 
-pytestmark = pytest.mark.notebook
+pytestmark = pytest.mark.kernel
 
 # (attack, probe, what the probe must print): every probe runs right after its attack.
 ATTACKS = {
