@@ -69,7 +69,7 @@ WORDS = {
 }
 
 
-# The first hint of a concept check, for a lesson with nothing more specific to say.
+# The first hint of a concept check, for a lesson whose texts have nothing more specific to say.
 CONCEPT_HINT = {
     "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
           "corresponde a una línea del resumen",
@@ -262,7 +262,7 @@ def check_concepts(answers, texts) -> None:
     """A lesson's concept check, visible part: ``answers`` against its ``texts`` (a
     ``LessonTexts``: the statements' keys and the lesson's hint for them)."""
     __tracebackhide__ = True
-    check_statements(answers, texts.concept_keys, hint=texts.hints.get("concept_check"))
+    check_statements(answers, texts.concept_keys, hint=texts.hints.get("concept_check", CONCEPT_HINT))
 
 
 def score_statements(answers, truth: dict, points: float) -> float:

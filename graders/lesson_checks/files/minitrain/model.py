@@ -5,5 +5,6 @@ from torch import nn
 
 def make_model(seed, features=8, classes=4, hidden=32):
     """A small MLP whose initial weights come from `seed`."""
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, classes))
