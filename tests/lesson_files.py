@@ -1,14 +1,12 @@
 """Reading the lessons' sources and editions, and editing their cells, for the tests."""
 
 import copy
-from contextlib import closing
 
 import nbformat
 
 from graders.lessons import available_lessons, edition_path, solution_path
 from graders.nbgrader_adapter import grade_id, is_solution_cell
 from graders.release.editions import fill_solutions, filter_language, solution_sources
-from graders.selfcheck import scored_grade_cells
 
 LESSONS = available_lessons()
 
@@ -28,11 +26,6 @@ def solved_edition(lesson: str, language: str):
 
 def solution_cells(nb) -> list[str]:
     return [grade_id(c) for c in nb.cells if is_solution_cell(c)]
-
-
-def cell_source(nb, cell_id: str) -> str:
-    """The source of the cell whose grade id is ``cell_id``."""
-    return next(c.source for c in nb.cells if grade_id(c) == cell_id)
 
 
 def replace_cell(nb, cell_id: str, source: str):
@@ -55,17 +48,6 @@ def without_cell(nb, cell_id: str):
 def write(nb, path):
     nbformat.write(nb, path)
     return path
-
-
-def first_lost_points(nb, cwd) -> str | None:
-    """Execute ``nb`` in ``cwd`` until a grade cell scores below its points, as nbgrader scores it.
-
-    Returns that cell's grade id, or None when every grade cell earned its points. The cells after
-    the first loss are never run: they cannot change whether a loss happened.
-    """
-    with closing(scored_grade_cells(nb, cwd)) as scored:
-        return next((grade_id(cell) for cell, score, points in scored
-                     if not is_solution_cell(cell) and score < points), None)
 
 
 def standalone_language(lesson: str) -> str:

@@ -1,29 +1,19 @@
 """Every lesson, executed for real: papermill runs it, stock nbgrader grades it.
 
-Each test executes its own notebooks; pytest-xdist spreads them over the cores.
+Each test executes its own notebooks; pytest-xdist spreads them over the cores. What each answer
+cell earns, right, stubbed, doing nothing or wrong, is test_answer_cells.py's.
 """
 
 import json
 
 import pytest
-from lesson_files import (
-    LESSONS,
-    cell_source,
-    first_lost_points,
-    read_edition,
-    read_source,
-    replace_cell,
-    solution_cells,
-)
-from nbformat.v4 import new_code_cell
+from lesson_files import LESSONS, read_edition
 
 from course.settings import LANGUAGES
 from graders.nbgrader_adapter import grade_cells
 from graders.run.runner import run_course
 
 pytestmark = pytest.mark.kernel
-
-STUBBED = [(lesson, grade_id) for lesson in LESSONS for grade_id in solution_cells(read_source(lesson))]
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -52,21 +42,3 @@ def test_spanish_and_english_editions_grade_alike(lesson, course_dir, grade, sol
     """The filled Spanish edition earns every cell's points, as the English reference does (above)."""
     score = grade(lesson, "filled-es", solved(lesson, "es"))
     assert score.cells == {cell: (points, points) for cell, points in grade_cells(course_dir, lesson).items()}
-
-
-@pytest.mark.parametrize(("lesson", "grade_id"), STUBBED)
-def test_every_solution_cell_is_graded(lesson, grade_id, tmp_path):
-    stub = cell_source(read_edition(lesson, "en"), grade_id)
-    submission = replace_cell(read_source(lesson), grade_id, stub)
-    assert first_lost_points(submission, tmp_path) is not None, f"stubbing {grade_id} lost no points"
-
-
-def test_first_lost_points_scores_as_nbgrader_and_stops_there(tmp_path, make_notebook, grade_cell):
-    """A passing cell earns its points, an error or a partial score is a loss, later cells never run."""
-    cells = [new_code_cell("x = 1"), grade_cell("assert x == 1", "passes"),
-             grade_cell("0.5", "partial"), grade_cell("open('ran', 'w').close()", "after")]
-    assert first_lost_points(make_notebook(*cells), tmp_path) == "partial"
-    assert not (tmp_path / "ran").exists()
-    failing = make_notebook("x = 2", grade_cell("assert x == 1", "fails"))
-    assert first_lost_points(failing, tmp_path) == "fails"
-    assert first_lost_points(make_notebook(*cells[:2]), tmp_path) is None

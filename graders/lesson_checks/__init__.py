@@ -23,7 +23,7 @@ from pathlib import Path
 
 from course.settings import say
 
-__all__ = ["concept_check", "hint", "lesson_texts"]
+__all__ = ["concept_check", "concept_questions", "hint", "lesson_texts"]
 
 TEXTS = Path(__file__).with_name("texts")
 
@@ -60,6 +60,32 @@ def concept_check(module: str):
 
     check_concepts.__module__ = module
     return check_concepts
+
+
+def concept_questions(module: str):
+    """``(show_questions, check_concepts, grade_concepts)`` of the lesson whose check module is
+    ``module``: its concept questions (``questions.py``), bound to its pool."""
+    from graders import checks
+    from graders.lesson_checks import questions
+
+    def show_questions(student_id) -> None:
+        """Print the concept questions drawn for the notebook's student, and the template to fill in."""
+        questions.show_questions(module, student_id)
+
+    @checks.keeps_random_state
+    def check_concepts(answers, student_id) -> None:
+        """The concept questions' visible part: ANSWERS answers the draw, each answer in its form."""
+        __tracebackhide__ = True
+        questions.check_concepts(module, answers, student_id)
+
+    @checks.keeps_random_state
+    def grade_concepts(answers, student_id, truths: dict, points: float) -> float:
+        """The concept questions' hidden part: the cell's score."""
+        return questions.grade_concepts(module, answers, student_id, truths, points)
+
+    for function in (show_questions, check_concepts, grade_concepts):
+        function.__module__ = module
+    return show_questions, check_concepts, grade_concepts
 
 
 def lesson_modules() -> list:

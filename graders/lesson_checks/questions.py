@@ -1,0 +1,327 @@
+"""Concept questions of one's own, kernel side: each student answers a draw from the lesson's pool,
+made from who the student is, so that one dictionary passed around a class answers no one else's.
+
+A lesson's pool lives in ``questions/<module>.toml``: ``ask`` (how many each student answers) and
+one table per question, ``[questions.<id>]``, with its ``kind`` (what an answer is: ``shape``,
+``int``, ``float``, ``dtype`` or ``choice``, the last with its ``choices``), the question in ``es``
+and ``en``, and, if any, the ``code`` it is about and the ``probe`` (the expression whose value it
+asks for). The right answers are not here (a student receives this package): they stay in the
+hidden test of the concept grade cell.
+
+Whose draw is graded (:func:`whose_draw`): the notebook names its student in ``STUDENT_ID``, or, on
+a JupyterHub, by the hub user. A grader that knows the submitter (``course grade`` through
+``COURSE_SUBMITTER`` and ``COURSE_ROSTER``; stock ``nbgrader autograde`` through its course
+directory) grades the submitter's own draw when the notebook names another student of the class,
+and the notebook's draw, flagged for the instructor, when it names no one in the class.
+
+Scoring: a right answer earns one, a wrong one costs one, ``None`` (no answer) neither; the total
+never goes below zero. A constant or random answer earns nothing on average.
+"""
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import numbers
+import os
+import random
+import sqlite3
+import tomllib
+import unicodedata
+from pathlib import Path
+
+import torch
+
+from course.settings import say
+
+QUESTIONS = Path(__file__).with_name("questions")
+KINDS = ("shape", "int", "float", "dtype", "choice")
+SUBMITTER_ENV, ROSTER_ENV = "COURSE_SUBMITTER", "COURSE_ROSTER"
+# The line a grading run prints, for the class grader to record: a fixed prefix, then JSON.
+DRAW_LINE = "concept draw: "
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """One question of a pool; ``text`` is ``{"es": ..., "en": ...}``."""
+
+    id: str
+    kind: str
+    text: dict
+    code: str = ""
+    choices: tuple = ()
+    probe: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    ask: int
+    questions: dict
+
+
+@functools.cache
+def pool(module: str) -> Pool:
+    """The question pool of the lesson whose check module is ``module``."""
+    data = tomllib.loads((QUESTIONS / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
+    questions = {qid: Question(qid, q["kind"], {"es": q["es"], "en": q["en"]}, q.get("code", "").strip(),
+                               tuple(q.get("choices", ())), q.get("probe", ""))
+                 for qid, q in data["questions"].items()}
+    return Pool(int(data["ask"]), questions)
+
+
+def normalized(identity) -> str:
+    """An identity as compared and drawn for: case, accents' encoding and spacing do not count."""
+    return " ".join(unicodedata.normalize("NFKC", str(identity or "")).casefold().split())
+
+
+def draw(module: str, identity: str) -> list[str]:
+    """The ids of the questions drawn for ``identity``, in the order they are asked."""
+    lesson_pool = pool(module)
+    seed = hashlib.sha256(f"{module.rpartition('.')[2]}\0{normalized(identity)}".encode()).digest()
+    generator = random.Random(int.from_bytes(seed[:8], "big"))
+    return generator.sample(sorted(lesson_pool.questions), lesson_pool.ask)
+
+
+# ---------------------------------------------------------------------------- whose draw is graded
+@dataclasses.dataclass(frozen=True)
+class Draw:
+    """Whose questions are graded: ``status`` is ``own`` (the notebook's identity, the submitter's or
+    no grader's), ``submitter`` (none written: the submitter's), ``another_student`` (the notebook
+    names ``named``, another student of the class: the submitter's) or ``unknown`` (it names
+    ``named``, no one in the class: the notebook's, for the instructor to look at)."""
+
+    identity: str
+    status: str
+    named: str = ""
+
+
+def notebook_identity(written) -> str:
+    """Who the notebook says its student is: ``STUDENT_ID`` as written, else the hub user."""
+    return str(written or "").strip() or os.environ.get("JUPYTERHUB_USER", "")
+
+
+def whose_draw(written, submitter: list[str] | None, roster: list[list[str]]) -> Draw:
+    """Whose draw to grade, from the notebook's ``STUDENT_ID`` and what the grader knows: the
+    submitter's identities (``None`` when it knows none) and every student's, the class roster."""
+    if submitter is None:
+        return Draw(notebook_identity(written), "own")
+    written = str(written or "").strip()
+    if not written:
+        return Draw(submitter[0], "submitter")
+    if normalized(written) in {normalized(form) for form in submitter}:
+        return Draw(written, "own")
+    for student in roster:
+        if normalized(written) in {normalized(form) for form in student}:
+            return Draw(submitter[0], "another_student", student[0])
+    return Draw(written, "unknown", written)
+
+
+def _stock_nbgrader() -> tuple[list[str], list[list[str]]] | None:
+    """The submitter and the class as stock ``nbgrader autograde`` knows them: it runs the notebook
+    in ``<course>/autograded/<student>/<assignment>``; the class is who submitted, and the gradebook's
+    students (their ids, names and emails)."""
+    here = Path.cwd()
+    if os.environ.get("NBGRADER_EXECUTION") != "autograde" or here.parent.parent.name != "autograded":
+        return None
+    course = here.parents[2]
+    roster = {p.name: [p.name] for p in sorted((course / "submitted").glob("*")) if p.is_dir()}
+    database = course / "gradebook.db"
+    if database.exists():
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+            for sid, first, last, email in db.execute("SELECT id, first_name, last_name, email FROM student"):
+                forms = [f"{first or ''} {last or ''}".strip(), email or ""]
+                roster.setdefault(sid, [sid]).extend(form for form in forms if form)
+    return roster.get(here.parent.name, [here.parent.name]), list(roster.values())
+
+
+def grader_knowledge() -> tuple[list[str] | None, list[list[str]]]:
+    """``(the submitter's identities, the roster)`` as the grading run knows them, or ``(None, [])``
+    when this is not a grading run (the student's own, ``make check``)."""
+    if os.environ.get(SUBMITTER_ENV):
+        return json.loads(os.environ[SUBMITTER_ENV]), json.loads(os.environ.get(ROSTER_ENV, "[]"))
+    return _stock_nbgrader() or (None, [])
+
+
+# ------------------------------------------------------------------------------------- answers
+FORMS = {
+    "shape": {"es": "una forma: tupla de enteros, como (2, 3)",
+              "en": "a shape: a tuple of ints, like (2, 3)"},
+    "int": {"es": "un número entero", "en": "an integer"},
+    "float": {"es": "un número", "en": "a number"},
+    "dtype": {"es": "un dtype, como torch.float32", "en": "a dtype, like torch.float32"},
+    "choice": {"es": "una de estas respuestas: {choices}", "en": "one of these answers: {choices}"},
+}
+
+
+def _number(value):
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    return value if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+
+
+def _dtype(value):
+    if isinstance(value, str):
+        value = getattr(torch, value.strip().removeprefix("torch."), None)
+    return value if isinstance(value, torch.dtype) else None
+
+
+def as_answer(question: Question, value):
+    """``value`` in the form its kind compares (a tuple, an int, a float, a dtype, a lower-case
+    choice), or None when it is not an answer of that kind."""
+    if question.kind == "shape":
+        ok = isinstance(value, (tuple, list, torch.Size)) and all(
+            isinstance(d, int) and not isinstance(d, bool) for d in value)
+        return tuple(value) if ok else None
+    if question.kind in ("int", "float"):
+        number = _number(value)
+        if question.kind == "int" and number is not None:
+            return int(number) if float(number).is_integer() else None
+        return None if number is None else float(number)
+    if question.kind == "dtype":
+        return _dtype(value)
+    if question.kind == "choice" and isinstance(value, str):
+        choice = value.strip().casefold()
+        return choice if choice in {c.casefold() for c in question.choices} else None
+    return None
+
+
+def is_right(question: Question, value, truth) -> bool:
+    """Whether ``value`` answers ``question`` as ``truth`` does, in any of its kind's forms."""
+    got, want = as_answer(question, value), as_answer(question, truth)
+    if got is None or want is None:
+        return False
+    if question.kind == "float":
+        return math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-6)
+    return got == want
+
+
+def score(module: str, answers: dict, draw_ids: list[str], truths: dict, points: float) -> tuple[float, dict]:
+    """``(points earned, {"right": [...], "wrong": [...], "blank": [...]})`` for the drawn questions."""
+    questions = pool(module).questions
+    marks = {"right": [], "wrong": [], "blank": []}
+    for qid in draw_ids:
+        value = answers.get(qid) if isinstance(answers, dict) else None
+        if value is None:
+            marks["blank"].append(qid)
+        else:
+            marks["right" if is_right(questions[qid], value, truths[qid]) else "wrong"].append(qid)
+    net = len(marks["right"]) - len(marks["wrong"])
+    return round(points * max(0, net) / len(draw_ids), 2), marks
+
+
+# ---------------------------------------------------------------------------- in the notebook
+WORDS = {
+    "es": {
+        "drawn": "Preguntas sorteadas para {who} ({ask} de las {total} de esta lección):",
+        "hub": "el usuario {who} del JupyterHub",
+        "nobody": "Aún no has escrito tu identidad: escribe en STUDENT_ID, al principio del cuaderno, "
+                  "el nombre o el identificador con el que te conoce tu profesor, ejecuta esa celda y "
+                  "esta otra vez. Al calificar, tus preguntas se sortean con esa identidad.",
+        "answer": "respuesta",
+        "template": "Copia esto en la celda de respuestas y cambia cada None por tu respuesta "
+                    "(deja None si no la sabes: una respuesta equivocada resta un punto):",
+        "missing": "faltan preguntas de tu sorteo en ANSWERS",
+        "form": "la respuesta a {qid} no tiene la forma que se pide",
+        "not_dict": "ANSWERS debe ser un dict",
+        "hint": "ejecuta la celda que muestra tus preguntas y copia la plantilla que imprime; cada "
+                "respuesta tiene la forma que indica su pregunta",
+        "graded": "Preguntas de {who}: bien {right}, mal {wrong}, sin responder {blank}.",
+        "another_student": "Este cuaderno responde a las preguntas de {named}, otro estudiante de la "
+                           "clase: se califican las preguntas de quien lo entrega, {who}.",
+        "unknown": "Este cuaderno dice ser de {named}, que no está en la clase: se califican sus "
+                   "preguntas, y tu profesor lo revisará.",
+        "submitter": "Este cuaderno no escribe STUDENT_ID: se califican las preguntas de quien lo "
+                     "entrega, {who}.",
+    },
+    "en": {
+        "drawn": "Questions drawn for {who} ({ask} of this lesson's {total}):",
+        "hub": "JupyterHub user {who}",
+        "nobody": "You have not written who you are yet: write in STUDENT_ID, at the top of the "
+                  "notebook, the name or id your instructor knows you by, run that cell and this one "
+                  "again. At grading, your questions are drawn for that identity.",
+        "answer": "answer",
+        "template": "Copy this into the answer cell and replace each None with your answer "
+                    "(leave None if you do not know: a wrong answer takes a point away):",
+        "missing": "ANSWERS lacks questions of your draw",
+        "form": "the answer to {qid} is not in the form asked for",
+        "not_dict": "ANSWERS must be a dict",
+        "hint": "run the cell that shows your questions and copy the template it prints; each answer "
+                "has the form its question says",
+        "graded": "Questions of {who}: right {right}, wrong {wrong}, unanswered {blank}.",
+        "another_student": "This notebook answers the questions of {named}, another student of the "
+                           "class: the questions graded are its submitter's, {who}.",
+        "unknown": "This notebook says it belongs to {named}, who is not in the class: its questions "
+                   "are graded, and your instructor will look at it.",
+        "submitter": "This notebook does not write STUDENT_ID: the questions graded are its "
+                     "submitter's, {who}.",
+    },
+}
+
+
+def _words() -> dict:
+    return {key: say({lang: words[key] for lang, words in WORDS.items()}) for key in WORDS["en"]}
+
+
+def _form(question: Question) -> str:
+    return say(FORMS[question.kind]).format(choices=", ".join(repr(c) for c in question.choices))
+
+
+def show_questions(module: str, student_id) -> None:
+    """Print the questions drawn for the notebook's student, and the answer template to copy."""
+    words, lesson_pool = _words(), pool(module)
+    identity = notebook_identity(student_id)
+    if not identity:
+        print(words["nobody"], end="\n\n")
+    who = (words["hub"].format(who=repr(identity)) if identity and not str(student_id or "").strip()
+           else repr(identity))
+    print(words["drawn"].format(who=who, ask=lesson_pool.ask, total=len(lesson_pool.questions)), end="\n\n")
+    drawn = draw(module, identity)
+    for number, qid in enumerate(drawn, 1):
+        question = lesson_pool.questions[qid]
+        print(f"{number}. [{qid}] {say(question.text)}")
+        if question.code:
+            print("\n".join("       " + line for line in question.code.splitlines()))
+        print(f"   {words['answer']}: {_form(question)}", end="\n\n")
+    print(words["template"])
+    print("ANSWERS = {\n" + "".join(f"    {qid!r}: None,\n" for qid in drawn) + "}")
+
+
+def check_concepts(module: str, answers, student_id) -> None:
+    """The visible part: ANSWERS answers every question of the notebook's draw, each in its form
+    (``None`` for one left unanswered). It never says whether an answer is right."""
+    __tracebackhide__ = True
+    from graders import checks
+
+    words = _words()
+    if not isinstance(answers, dict):
+        checks.fail("ANSWERS", words["not_dict"], "dict", checks.describe(answers), words["hint"])
+    submitter, roster = grader_knowledge()
+    drawn = draw(module, whose_draw(student_id, submitter, roster).identity)
+    # A grading run may grade a draw the notebook never showed (another student's notebook): its
+    # questions missing from ANSWERS count as unanswered there, not as a broken cell.
+    if submitter is None and (missing := [qid for qid in drawn if qid not in answers]):
+        given = ", ".join(sorted(map(str, answers))) or "{}"
+        checks.fail("ANSWERS", words["missing"], ", ".join(drawn), given, words["hint"],
+                    detail=", ".join(missing))
+    questions = pool(module).questions
+    for qid in drawn:
+        if answers.get(qid) is not None and as_answer(questions[qid], answers[qid]) is None:
+            checks.fail(f"ANSWERS[{qid!r}]", words["form"].format(qid=qid), _form(questions[qid]),
+                        checks.describe(answers[qid]), words["hint"])
+
+
+def grade_concepts(module: str, answers, student_id, truths: dict, points: float) -> float:
+    """The hidden part: the score of the draw the grader decides on (:func:`whose_draw`). Prints
+    whose questions were graded and how each went (never the right answers), and a line for the
+    class grader; the returned number is the cell's score, as nbgrader reads it."""
+    words = _words()
+    decided = whose_draw(student_id, *grader_knowledge())
+    drawn = draw(module, decided.identity)
+    earned, marks = score(module, answers, drawn, truths, points)
+    if decided.status != "own":
+        print(words[decided.status].format(named=repr(decided.named), who=repr(decided.identity)))
+    print(words["graded"].format(who=repr(decided.identity),
+                                 **{mark: ", ".join(ids) or "-" for mark, ids in marks.items()}))
+    print(DRAW_LINE + json.dumps({**dataclasses.asdict(decided), "questions": drawn}, ensure_ascii=False))
+    return earned

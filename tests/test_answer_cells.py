@@ -1,0 +1,151 @@
+"""Every answer cell of every lesson, in both editions, tried as students would answer it, in one
+grading kernel per lesson and edition (forked for each try, :mod:`forked_kernel`):
+
+- the reference answer earns every point of every grade cell, hidden tests included;
+- the student edition's stub in place of any one answer loses points;
+- an answer that does nothing (:mod:`do_nothing`) earns 0 in every grade cell of its exercise;
+- a plausible wrong answer (:mod:`wrong_answers`) fails its check with what was expected, what was
+  got and a hint, in the edition's language and without terminal colour codes, and the call to
+  ``hint(...)`` that the message offers prints the exercise's second hint.
+
+An exercise is one or more answer cells and the grade cells after them, up to the next answer cell.
+"""
+
+import re
+
+import pytest
+from do_nothing import do_nothing_answers
+from forked_kernel import ForkedKernel, error_text, loses_points, printed, score
+from lesson_files import LESSONS, read_edition, read_source
+from nbformat.v4 import new_code_cell
+from wrong_answers import WRONG_ANSWERS
+
+from course.settings import LANGUAGES
+from graders.checks import WORDS
+from graders.lesson_checks import more_hints
+from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
+
+pytestmark = pytest.mark.kernel
+
+_HINT_CALL = re.compile(r"hint\((['\"])[\w-]+\1\)")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _is_test(cell) -> bool:
+    return is_grade_cell(cell) and not is_solution_cell(cell)
+
+
+def exercises(nb) -> list[list[int]]:
+    """The notebook's exercises, each as the indices of its cells: answer cells first (with the cells
+    between them), then its grade cells, up to the next answer cell after them."""
+    groups, current = [], None
+    for index, cell in enumerate(nb.cells):
+        if is_solution_cell(cell) and (current is None or any(_is_test(nb.cells[i]) for i in current)):
+            current = []
+            groups.append(current)
+        if current is not None:
+            current.append(index)
+    return groups
+
+
+def _tests(cells) -> list:
+    return [c for c in cells if _is_test(c)]
+
+
+def _with(cells, answers: dict[int, str]) -> list:
+    """``cells`` with the answers at the given positions replaced."""
+    return [new_code_cell(answers[i]) if i in answers else cell for i, cell in enumerate(cells)]
+
+
+class Walk:
+    """One lesson in one edition, walked cell by cell; ``problems`` is what any try found wrong."""
+
+    def __init__(self, lesson: str, language: str, kernel: ForkedKernel):
+        self.lesson, self.language, self.kernel = lesson, language, kernel
+        self.nb = kernel.nb
+        edition = read_edition(lesson, language)
+        self.stubs = {grade_id(c): c.source for c in edition.cells if is_solution_cell(c)}
+        self.problems: list[str] = []
+
+    def say(self, problem: str) -> None:
+        self.problems.append(f"{self.lesson} ({self.language}): {problem}")
+
+    def run(self) -> list[str]:
+        starts = {group[0]: group for group in exercises(self.nb)}
+        for index, cell in enumerate(self.nb.cells):
+            if index in starts:
+                self.try_doing_nothing(starts[index])
+                self.try_wrong_answers(starts[index])
+            if is_solution_cell(cell):
+                self.try_stub(index, next(g for g in starts.values() if index in g))
+            ran = self.kernel.run(index)
+            if loses_points(ran):
+                self.say(f"the reference loses points in {grade_id(ran)}: {error_text(ran)[:300]}")
+        return self.problems
+
+    def try_stub(self, index: int, group: list[int]) -> None:
+        answer = grade_id(self.nb.cells[index])
+        stub = {0: self.stubs[answer]}
+        rest_of_group = self.nb.cells[index:group[-1] + 1]
+        if any(loses_points(c) for c in self.kernel.fork(_with(rest_of_group, stub))):
+            return
+        if not any(loses_points(c) for c in self.kernel.fork(_with(self.nb.cells[index:], stub))):
+            self.say(f"the stub of {answer} loses no points")
+
+    def try_doing_nothing(self, group: list[int]) -> None:
+        cells = self.nb.cells[group[0]:group[-1] + 1]
+        variants = {i: do_nothing_answers(c.source) for i, c in enumerate(cells) if is_solution_cell(c)}
+        for name in sorted({name for answers in variants.values() for name in answers}):
+            answers = {i: answers[name] for i, answers in variants.items() if name in answers}
+            ran = self.kernel.fork(_with(cells, answers))
+            earned = [f"{grade_id(c)} ({score(c)[0]:g} of {score(c)[1]:g})"
+                      for c in _tests(ran) if score(c)[0] > 0]
+            if len(_tests(ran)) < len(_tests(cells)):
+                self.say(f"an answer to {grade_id(cells[0])} that {name} did not finish its grade cells")
+            if earned:
+                self.say(f"an answer to {grade_id(cells[0])} that {name} earns points in {', '.join(earned)}")
+
+    def try_wrong_answers(self, group: list[int]) -> None:
+        cells = self.nb.cells[group[0]:group[-1] + 1]
+        for i, cell in enumerate(cells):
+            wrong = WRONG_ANSWERS.get(self.lesson, {}).get(grade_id(cell)) if is_solution_cell(cell) else None
+            if wrong is not None:
+                self.check_message(grade_id(cell), self.kernel.fork(_with(cells, {i: wrong})))
+
+    def check_message(self, answer: str, ran: list) -> None:
+        failed = next((c for c in _tests(ran) if loses_points(c)), None)
+        if failed is None:
+            self.say(f"the wrong answer to {answer} earns every point")
+            return
+        message, words = error_text(failed), WORDS[self.language]
+        labels = [f"{words[label]}:" for label in ("expected", "got", "hint")]
+        if missing := [label for label in labels if label not in message]:
+            self.say(f"{grade_id(failed)}'s message lacks {missing}: {message[:300]!r}")
+        if _COLOUR.search(message):
+            self.say(f"{grade_id(failed)}'s message has terminal colour codes: {message[:300]!r}")
+        if answer not in more_hints():
+            return
+        call = _HINT_CALL.search(message)
+        if call is None:
+            self.say(f"{grade_id(failed)}'s message offers no hint(...) call: {message[:300]!r}")
+            return
+        (asked,) = self.kernel.fork([new_code_cell(call.group(0))])
+        second = more_hints()[answer][self.language]
+        if " ".join(second.split()) not in " ".join(printed(asked).split()):
+            self.say(f"{call.group(0)} printed {printed(asked)[:200]!r}{error_text(asked)[:200]}, "
+                     "not the second hint")
+
+
+@pytest.mark.parametrize(("lesson", "language"), [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES])
+def test_every_answer_cell_is_graded_fairly(lesson, language, tmp_path):
+    with ForkedKernel(read_source(lesson, language), tmp_path) as kernel:
+        problems = Walk(lesson, language, kernel).run()
+    assert not problems, "\n".join(problems)
+
+
+def test_an_exercise_is_its_answers_and_the_grade_cells_after_them(make_notebook, grade_cell):
+    answer = new_code_cell("def f(): ...")
+    answer.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "f", "locked": False}
+    nb = make_notebook("import torch", answer, "x = 1", answer, grade_cell("f()", "t1"),
+                       grade_cell("f()", "t2"), "y = 2", answer, grade_cell("f()", "t3"))
+    assert exercises(nb) == [[1, 2, 3, 4, 5, 6], [7, 8]]

@@ -1,0 +1,180 @@
+"""Concept questions of one's own: every pool is sound, its hidden answers are right, the draw is the
+student's, guessing earns nothing, and the grader grades the right student's draw."""
+
+import json
+import random
+import re
+import sqlite3
+
+import pytest
+import torch
+from lesson_files import LESSONS, read_source
+
+from course.settings import LANGUAGES
+from graders.lesson_checks import questions
+from graders.lesson_checks.questions import Draw, draw, grade_concepts, is_right, pool, score, whose_draw
+from graders.nbgrader_adapter import grade_id
+
+POOLED = [lesson for lesson in LESSONS if (questions.QUESTIONS / f"{lesson.partition('_')[2]}.toml").exists()]
+
+
+def _name(lesson: str) -> str:
+    """The lesson's check module (``tensors`` for ``01_tensors``)."""
+    return f"graders.lesson_checks.{lesson.partition('_')[2]}"
+
+
+def hidden_answers(lesson: str) -> tuple[dict, dict]:
+    """``(the reference ANSWERS, the hidden TRUTHS)`` of the lesson's concept cells, evaluated."""
+    cells = {grade_id(c): c.source for c in read_source(lesson).cells}
+    found = {}
+    for cell, name in (("concept_check", "ANSWERS"), ("test_concept_check", "TRUTHS")):
+        literal = re.search(rf"^{name} = (\{{.*?^\}})", cells[cell], re.S | re.M).group(1)
+        found[name] = eval(literal, {"torch": torch})
+    return found["ANSWERS"], found["TRUTHS"]
+
+
+@pytest.mark.parametrize("lesson", POOLED)
+def test_a_pool_holds_three_times_the_questions_asked_in_both_languages(lesson):
+    lesson_pool = pool(_name(lesson))
+    assert len(lesson_pool.questions) >= 3 * lesson_pool.ask
+    for question in lesson_pool.questions.values():
+        assert question.kind in questions.KINDS, question.id
+        assert all(question.text[lang].strip() for lang in LANGUAGES), question.id
+        assert (len(question.choices) >= 3) == (question.kind == "choice"), f"{question.id}: >= 3 choices"
+
+
+@pytest.mark.parametrize("lesson", POOLED)
+def test_the_hidden_answers_answer_every_question_and_the_reference_agrees(lesson):
+    reference, truths = hidden_answers(lesson)
+    questions_ = pool(_name(lesson)).questions
+    assert set(truths) == set(questions_) == set(reference)
+    for qid, question in questions_.items():
+        assert questions.as_answer(question, truths[qid]) is not None, f"{qid}: not a {question.kind}"
+        assert is_right(question, reference[qid], truths[qid]), qid
+
+
+@pytest.mark.parametrize("lesson", POOLED)
+def test_a_probed_answer_is_what_the_code_computes(lesson):
+    _, truths = hidden_answers(lesson)
+    for qid, question in pool(_name(lesson)).questions.items():
+        if question.probe:
+            namespace = {"torch": torch}
+            exec(question.code, namespace)
+            assert is_right(question, eval(question.probe, namespace), truths[qid]), qid
+
+
+@pytest.mark.parametrize("lesson", POOLED)
+def test_guessing_earns_nothing_on_average(lesson):
+    """Over 500 students, a constant answer earns nothing and random answers almost nothing."""
+    name = _name(lesson)
+    lesson_pool, (_, truths) = pool(name), hidden_answers(lesson)
+    choices = sorted({c for q in lesson_pool.questions.values() for c in q.choices})
+    constants = [None, 0, 1, True, False, (1,), 1.0, torch.float32, *choices]
+    rng = random.Random(0)
+    for answer in constants:
+        earned = [score(name, {q: answer for q in lesson_pool.questions}, draw(name, f"s{i}"), truths, 2)[0]
+                  for i in range(500)]
+        assert sum(earned) / len(earned) <= 0.02, f"always answering {answer!r} earns {sum(earned) / 500:.3f}"
+    earned = [score(name, {q: rng.choice(constants) for q in lesson_pool.questions}, draw(name, f"s{i}"),
+                    truths, 2)[0] for i in range(500)]
+    assert sum(earned) / len(earned) <= 0.05
+
+
+def test_the_draw_is_the_students_and_spread_over_the_pool():
+    name = _name(POOLED[0])
+    lesson_pool = pool(name)
+    assert draw(name, "Ana García") == draw(name, "  ana   GARCÍA ")
+    assert draw(name, "ana") != draw(name, "ana2")
+    seen = {qid for i in range(200) for qid in draw(name, f"student {i}")}
+    assert seen == set(lesson_pool.questions)
+    assert all(len(set(draw(name, f"s{i}"))) == lesson_pool.ask for i in range(50))
+
+
+def test_every_form_of_a_right_answer_is_accepted_and_no_other_kind():
+    shape, number, dtype, choice = (questions.Question("q", kind, {}, choices=("a", "b", "c"))
+                                    for kind in ("shape", "float", "dtype", "choice"))
+    integer = questions.Question("q", "int", {})
+    assert all(is_right(shape, form, (2, 3)) for form in [(2, 3), [2, 3], torch.Size([2, 3])])
+    assert not any(is_right(shape, form, (2, 3)) for form in [(3, 2), "(2, 3)", (2.0, 3.0), (True, 3)])
+    assert all(is_right(integer, form, 12) for form in [12, 12.0, torch.tensor(12)])
+    assert not any(is_right(integer, form, 1) for form in [True, "1", 1.5])
+    assert is_right(number, 4.5001, 4.5) and not is_right(number, 4.6, 4.5)
+    assert all(is_right(dtype, form, torch.float32)
+               for form in [torch.float32, torch.float, "float32", "torch.float32"])
+    assert not is_right(dtype, torch.float64, torch.float32)
+    assert is_right(choice, " B ", "b") and not is_right(choice, "d", "b")
+
+
+def test_a_wrong_answer_costs_what_a_right_one_earns_and_never_below_zero():
+    name = _name(POOLED[0])
+    _, truths = hidden_answers(POOLED[0])
+    drawn = draw(name, "ana")
+    right = {qid: truths[qid] for qid in drawn}
+    assert score(name, right, drawn, truths, 2)[0] == 2
+    two_wrong = {**right, drawn[0]: "wrong", drawn[1]: "wrong"}
+    assert score(name, two_wrong, drawn, truths, 2)[0] == round(2 * 1 / len(drawn), 2)
+    assert score(name, {q: "wrong" for q in drawn}, drawn, truths, 2) == (0, {"right": [], "wrong": drawn,
+                                                                               "blank": []})
+
+
+CLASS = [["ana", "Ana García", "1001"], ["ben", "Ben Ode"]]
+
+
+@pytest.mark.parametrize(("written", "submitter", "expected"), [
+    ("", None, Draw("", "own")),
+    ("Ana García", CLASS[0], Draw("Ana García", "own")),
+    ("1001", CLASS[0], Draw("1001", "own")),
+    ("", CLASS[0], Draw("ana", "submitter")),
+    ("ben ode", CLASS[0], Draw("ana", "another_student", "ben")),
+    ("Anna Garcia", CLASS[0], Draw("Anna Garcia", "unknown", "Anna Garcia")),
+])
+def test_whose_draw_is_graded(written, submitter, expected):
+    assert whose_draw(written, submitter, CLASS) == expected
+
+
+def test_without_a_grader_the_hub_user_is_the_student(monkeypatch):
+    monkeypatch.setenv("JUPYTERHUB_USER", "ben")
+    assert whose_draw("", None, []) == Draw("ben", "own")
+    assert whose_draw("Ana", None, []) == Draw("Ana", "own")
+
+
+def test_stock_nbgrader_names_the_submitter_and_the_class(tmp_path, monkeypatch):
+    """Stock ``nbgrader autograde`` runs a notebook in <course>/autograded/<student>/<lesson>."""
+    for student in ("ana", "ben"):
+        (tmp_path / "submitted" / student / "01_tensors").mkdir(parents=True)
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        db.execute("CREATE TABLE student (id, first_name, last_name, email)")
+        db.execute("INSERT INTO student VALUES ('cruz', 'Cruz', 'Ruiz', 'cruz@uni.es')")
+    here = tmp_path / "autograded" / "ana" / "01_tensors"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    monkeypatch.delenv(questions.SUBMITTER_ENV, raising=False)
+    assert questions.grader_knowledge() == (None, [])
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    submitter, roster = questions.grader_knowledge()
+    assert submitter == ["ana"] and ["cruz", "Cruz Ruiz", "cruz@uni.es"] in roster and ["ben"] in roster
+
+
+def test_the_class_grader_names_them_through_the_environment(monkeypatch):
+    monkeypatch.setenv(questions.SUBMITTER_ENV, json.dumps(CLASS[1]))
+    monkeypatch.setenv(questions.ROSTER_ENV, json.dumps(CLASS))
+    assert questions.grader_knowledge() == (CLASS[1], CLASS)
+
+
+def test_a_copied_notebook_is_graded_on_its_submitters_draw(monkeypatch, capsys, english):
+    name = _name(POOLED[0])
+    _, truths = hidden_answers(POOLED[0])
+    anas = {qid: truths[qid] for qid in draw(name, "ana")}
+    monkeypatch.setenv(questions.ROSTER_ENV, json.dumps(CLASS))
+    monkeypatch.setenv(questions.SUBMITTER_ENV, json.dumps(CLASS[0]))
+    assert grade_concepts(name, anas, "ana", truths, 2) == 2
+    monkeypatch.setenv(questions.SUBMITTER_ENV, json.dumps(CLASS[1]))
+    capsys.readouterr()
+    copied = grade_concepts(name, anas, "ana", truths, 2)
+    printed = capsys.readouterr().out
+    overlap = set(draw(name, "ana")) & set(draw(name, "ben"))
+    assert copied == round(2 * len(overlap) / 5, 2)
+    assert "another student of the class" in printed
+    line = next(x for x in printed.splitlines() if x.startswith(questions.DRAW_LINE))
+    assert json.loads(line.removeprefix(questions.DRAW_LINE)) == {
+        "identity": "ben", "status": "another_student", "named": "ana", "questions": draw(name, "ben")}
