@@ -36,6 +36,8 @@ def _timed_out(signum, frame):
 
 
 def _run_cells(cells: list[str], result_path: str, cell_timeout: int) -> None:
+    if "torch" in sys.modules:  # OpenMP's threads did not come along: one thread, as DataLoader workers
+        sys.modules["torch"].set_num_threads(1)
     shell = get_ipython()  # noqa: F821 (the kernel's builtin)
     captured: list = []
     _capture_messages(shell.kernel.session, captured)
@@ -56,8 +58,10 @@ def _run_cells(cells: list[str], result_path: str, cell_timeout: int) -> None:
         os.replace(result_path + ".part", result_path)
 
 
-def run_in_fork(cells: list[str], result_path: str, cell_timeout: int, total_timeout: float) -> None:
-    """Run ``cells`` in a forked copy of this kernel, writing their outputs to ``result_path``."""
+def run_in_fork(cells: list[str], result_path: str, cell_timeout: int) -> None:
+    """Run ``cells`` in a forked copy of this kernel, writing their outputs to ``result_path``.
+    A copy that finishes no cell for ``cell_timeout`` seconds and more is killed: stuck in C, it
+    never sees its own alarm."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     random_state = random.getstate()
@@ -68,9 +72,11 @@ def run_in_fork(cells: list[str], result_path: str, cell_timeout: int, total_tim
             _run_cells(cells, result_path, cell_timeout)
         finally:
             os._exit(0)  # no exit handler of the kernel's may run in the copy
-    deadline = time.monotonic() + total_timeout
+    finished, last = 0, time.monotonic()
     while os.waitpid(pid, os.WNOHANG) == (0, 0):
-        if time.monotonic() > deadline:
+        if os.path.exists(result_path) and os.stat(result_path).st_mtime_ns != finished:
+            finished, last = os.stat(result_path).st_mtime_ns, time.monotonic()
+        if time.monotonic() - last > cell_timeout + 10:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             return

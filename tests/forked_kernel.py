@@ -10,6 +10,7 @@ file a later cell writes is written again by the kernel.
 
 import copy
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -27,6 +28,9 @@ _HERE = str(Path(__file__).parent)
 # Imports the kernel side and leaves no name behind in the notebook's namespace.
 _LOAD = (f"(lambda s: (s.path.insert(0, {_HERE!r}), __import__('fork_in_kernel'), "
          f"s.path.remove({_HERE!r})))(__import__('sys'))")
+# A forked copy of a process keeps one thread: OpenMP's pool would hang it. The kernel computes with
+# one thread from its start, so that a copy computes as the kernel itself does.
+_ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 class CommandFailed(RuntimeError):
@@ -48,7 +52,7 @@ class ForkedKernel:
         use_unix_sockets(self.client.km, Path(self._scratch.name))
 
     def __enter__(self):
-        self._kernel = self.client.setup_kernel()
+        self._kernel = self.client.setup_kernel(env={**os.environ, **_ONE_THREAD})
         self._kernel.__enter__()
         self._command(_LOAD)
         return self
@@ -69,10 +73,9 @@ class ForkedKernel:
         that finished (fewer when a cell ran past the time limit or the copy died)."""
         results = Path(self._scratch.name) / "results.json"
         results.unlink(missing_ok=True)
-        total = self.cell_timeout * len(cells) + 30
         sources = [cell.source for cell in cells]
         self._command(f"__import__('fork_in_kernel').run_in_fork({sources!r}, {str(results)!r}, "
-                      f"{self.cell_timeout}, {total})", timeout=total + 30)
+                      f"{self.cell_timeout})", timeout=(self.cell_timeout + 15) * len(cells))
         messages = json.loads(results.read_text()) if results.exists() else []
         executed = []
         for cell, outputs in zip(cells, messages, strict=False):  # a copy that died finished fewer

@@ -46,8 +46,11 @@ def test_a_cell_past_its_time_limit_fails_and_a_dead_copy_loses_only_itself(tmp_
         finished = kernel.fork([new_code_cell("print(y)"), new_code_cell("import time\ntime.sleep(60)"),
                                 new_code_cell("print('never')")])
         died = kernel.fork([new_code_cell("import os\nos._exit(3)")])
+        deaf = kernel.fork([new_code_cell("import signal, time\n"  # stuck where no alarm reaches it
+                                          "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+                                          "time.sleep(600)")])
         (after,) = kernel.fork([new_code_cell("print(y + 1)")])
     assert [printed(c).strip() for c in finished] == ["1", "", "never"]
     assert "time limit" in error_text(finished[1])
-    assert died == []
+    assert died == [] and deaf == []
     assert printed(after).strip() == "2", "the kernel did not survive its copies"
