@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import functools
 import numbers
+import re
 import sys
 import types
 from unittest import mock
@@ -37,10 +38,10 @@ WORDS = {
         "raised": "lanzó una excepción",
         "no_exception": "que termine sin lanzar ninguna excepción",
         "more": "si sigues sin verlo",
-        "statements": "afirmaciones bien clasificadas: {right} de {total}",
-        "review": "repasa",
-        "keys": "las claves de ANSWERS no son las del enunciado",
-        "bool": "cada valor debe ser True o False",
+        "mismatched": "elementos distintos: {count} / {total}",
+        "largest": "la mayor diferencia absoluta, {difference}, en el índice {index}",
+        "difference": "diferencia absoluta: {difference}",
+        "allowed": " (se admite hasta {tolerance})",
     },
     "en": {
         "expected": "expected",
@@ -61,20 +62,11 @@ WORDS = {
         "raised": "raised an exception",
         "no_exception": "to finish without raising an exception",
         "more": "if you are still stuck",
-        "statements": "statements classified right: {right} of {total}",
-        "review": "review",
-        "keys": "the keys of ANSWERS are not the ones the exercise lists",
-        "bool": "each value must be True or False",
+        "mismatched": "Mismatched elements: {count} / {total}",
+        "largest": "the greatest absolute difference, {difference}, at index {index}",
+        "difference": "absolute difference: {difference}",
+        "allowed": " (up to {tolerance} allowed)",
     },
-}
-
-
-# The first hint of a concept check, for a lesson whose texts have nothing more specific to say.
-CONCEPT_HINT = {
-    "es": "ANSWERS es un dict con exactamente esas claves y valores True o False; cada afirmación "
-          "corresponde a una línea del resumen",
-    "en": "ANSWERS is a dict with exactly those keys and True or False values; each statement "
-          "matches a line of the summary",
 }
 
 
@@ -96,6 +88,27 @@ def describe(value) -> str:
     text = repr(value)
     shown = text if len(text) <= 200 else text[:200] + "..."
     return f"{shown} ({type(value).__name__})"
+
+
+_COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A line of an error's message that names an error itself ("WeightsUnpickler error: Unsupported
+# global: ..."): where a library's long message states its cause.
+_NAMES_AN_ERROR = re.compile(r"\b\w*(error|exception)\b\s*:", re.IGNORECASE)
+ERROR_LENGTH = 200
+
+
+def error_summary(error: BaseException, limit: int = ERROR_LENGTH) -> str:
+    """``Type: cause`` of an exception, short enough for a "got" line: terminal colour codes
+    stripped and, of a message of several lines (a library's explanation of what one could do), the
+    line that names the cause: one that names an error itself, else the first. A line longer than
+    ``limit`` keeps its first sentence, and is cut at ``limit`` characters."""
+    lines = [line.strip() for line in _COLOUR.sub("", str(error)).splitlines() if line.strip()]
+    cause = next((line for line in lines[1:] if _NAMES_AN_ERROR.search(line)), lines[0] if lines else "")
+    if len(cause) > limit:
+        cause = re.split(r"(?<=[.!?])\s", cause, maxsplit=1)[0]
+    kind = type(error).__name__
+    text = cause if cause.startswith(f"{kind}:") else f"{kind}: {cause}" if cause else kind
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def fail(name: str, problem: str, expected: str, got: str, hint=None, detail: str = "") -> None:
@@ -180,8 +193,46 @@ def check_close(got, expected, *, name: str, hint=None, rtol=None, atol=None) ->
         torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, equal_nan=False)
         return
     except AssertionError as error:
-        detail = " ".join(str(error).split("\n")[1:3]).strip()
-    fail(name, _words()["values"], *shown, hint, detail)
+        report = str(error)
+    if shown[0] == shown[1]:  # too large to show whole: show both where they differ most
+        shown = tuple(f"{text}, {where}" if where else text
+                      for text, where in zip(shown, _furthest_apart(report, expected, got), strict=True))
+    fail(name, _words()["values"], *shown, hint, _measured(report))
+
+
+# What torch.testing.assert_close's report measures, as it words it.
+_MEASURED = {
+    "mismatched": re.compile(r"Mismatched elements: (?P<count>\d+) / (?P<total>\d+)"),
+    "largest": re.compile(r"Greatest absolute difference: (?P<difference>\S+) at index (?P<index>\([\d, ]*\))"
+                          r"(?: \(up to (?P<tolerance>\S+) allowed\))?"),
+    "difference": re.compile(r"^Absolute difference: (?P<difference>\S+)"
+                             r"(?: \(up to (?P<tolerance>\S+) allowed\))?", re.MULTILINE),
+}
+
+
+def _measured(report: str) -> str:
+    """What ``assert_close``'s ``report`` measured, in the edition's language: how many elements
+    differ and the greatest difference (where, and what was allowed); the report's own lines, less
+    its headline and its "Expected x but got y", when it words them otherwise."""
+    words, parts = _words(), []
+    for key, pattern in _MEASURED.items():
+        if found := pattern.search(report):
+            fields = found.groupdict()
+            parts.append(words[key].format(**fields)
+                         + (words["allowed"].format(**fields) if fields.get("tolerance") else ""))
+    lines = [line.strip() for line in report.splitlines()[1:]
+             if line.strip() and not line.startswith("Expected ")]
+    return "; ".join(parts or lines[:2])
+
+
+def _furthest_apart(report: str, expected, got) -> tuple[str, str]:
+    """``[i, j] = value`` of ``expected`` and of ``got`` at the index where ``assert_close``'s
+    ``report`` says they differ most; empty strings when it names none."""
+    found = _MEASURED["largest"].search(report)
+    if found is None:
+        return "", ""
+    index = tuple(int(i) for i in found["index"].strip("()").split(",") if i.strip())
+    return tuple(f"[{', '.join(map(str, index))}] = {tensor[index].item()}" for tensor in (expected, got))
 
 
 def check_equal(got, expected, *, name: str, hint=None) -> None:
@@ -207,7 +258,7 @@ def check_raises(function, exception, *args, name: str, hint=None, **kwargs) -> 
     except exception:
         return
     except Exception as error:  # any other exception is the wrong answer, shown as such
-        raised = f"{type(error).__name__}: {error}"
+        raised = error_summary(error)
     else:
         raised = None
     # failing outside the except block keeps the student's traceback out of the message
@@ -240,44 +291,10 @@ def check_runs(function, *args, name: str, hint=None, **kwargs):
     except CheckFailed:
         raise
     except Exception as error:
-        raised = f"{type(error).__name__}: {error}"
+        raised = error_summary(error)
     # outside the except block, so the student's traceback is not chained to the check's own
     words = _words()
     fail(name, words["raised"], words["no_exception"], raised, hint)
-
-
-def check_statements(answers, keys, *, hint=None) -> None:
-    """A concept check's ``ANSWERS``: a dict with exactly ``keys``, each mapped to True or False."""
-    __tracebackhide__ = True
-    words = _words()
-    check_type(answers, dict, name="ANSWERS", hint=hint)
-    if sorted(answers) != sorted(keys):
-        fail("ANSWERS", words["keys"], describe(sorted(keys)), describe(sorted(answers)), hint)
-    for key in keys:
-        if not isinstance(answers[key], bool):
-            fail(f"ANSWERS[{key!r}]", words["bool"], "True | False", describe(answers[key]), hint)
-
-
-def check_concepts(answers, texts) -> None:
-    """A lesson's concept check, visible part: ``answers`` against its ``texts`` (a
-    ``LessonTexts``: the statements' keys and the lesson's hint for them)."""
-    __tracebackhide__ = True
-    check_statements(answers, texts.concept_keys, hint=texts.hints.get("concept_check", CONCEPT_HINT))
-
-
-def score_statements(answers, truth: dict, points: float) -> float:
-    """Partial credit for a concept check: each statement classified right earns its share.
-
-    Prints how many were right and which to review; the returned number, left as the last
-    expression of a grade cell, is the score nbgrader gives that cell.
-    """
-    words = _words()
-    wrong = [key for key, value in truth.items() if answers.get(key) is not value]
-    right = len(truth) - len(wrong)
-    print(words["statements"].format(right=right, total=len(truth)))
-    if wrong:
-        print(f"{words['review']}: {', '.join(wrong)}")
-    return round(points * right / len(truth), 2)
 
 
 def fresh_generator() -> torch.Generator:
@@ -329,39 +346,49 @@ def _student_namespaces(answers) -> list[dict]:
 
 
 @contextlib.contextmanager
-def shortcuts_off(targets, *answers, message=SHORTCUT):
-    """Inside the block, calling any ``(owner, name)`` of ``targets`` raises :class:`ShortcutUsed`.
+def stand_ins(targets, stand_in, *answers):
+    """Inside the block, each ``(owner, name)`` of ``targets`` is replaced by ``stand_in(original,
+    label)``, under any name a student could have given it, and put back afterwards.
 
-    ``message`` (``{"es": ..., "en": ...}``; ``{name}`` becomes the function's name) says why. The
-    same functions bound under other names are switched off too, wherever a student could have
-    put them: in the notebook's namespace, in the globals of each of ``answers`` (the functions,
-    objects or modules under test) and in the course's modules.
+    The same object bound under another name is replaced too, wherever a student could have put it:
+    in the notebook's namespace, in the globals of each of ``answers`` (the functions, objects or
+    modules under test) and in the course's modules. ``label`` is ``"owner.name"`` for the original
+    and the alias's own name for an alias, so that a message can say the name the student wrote.
     """
-    def refusal(label):
-        def refused(*args, **kwargs):
-            raise ShortcutUsed(say(message).replace("{name}", label))
-        return refused
-
     originals = [(owner, attribute, vars(owner).get(attribute, getattr(owner, attribute)))
                  if isinstance(owner, type) else (owner, attribute, getattr(owner, attribute))
                  for owner, attribute in targets]
     patched = {(id(vars(owner)), attribute) for owner, attribute, _ in originals}
-    aliases = [(namespace, key, value, refusal(key))
+    aliases = [(namespace, key, value, stand_in(value, key))
                for namespace in [*_course_namespaces(), *_student_namespaces(answers)]
                for key, value in list(namespace.items())
                if any(value is original for _, _, original in originals)
                and (id(namespace), key) not in patched]
     with contextlib.ExitStack() as stack:
-        for owner, attribute, _ in originals:
+        for owner, attribute, original in originals:
             label = f"{getattr(owner, '__name__', owner)}.{attribute}"
-            stack.enter_context(mock.patch.object(owner, attribute, refusal(label)))
-        for namespace, key, _, refused in aliases:
-            namespace[key] = refused
+            stack.enter_context(mock.patch.object(owner, attribute, stand_in(original, label)))
+        for namespace, key, _, replacement in aliases:
+            namespace[key] = replacement
         try:
             yield
         finally:
             for namespace, key, value, _ in reversed(aliases):
                 namespace[key] = value
+
+
+def shortcuts_off(targets, *answers, message=SHORTCUT):
+    """Inside the block, calling any ``(owner, name)`` of ``targets`` raises :class:`ShortcutUsed`,
+    under any name (see :func:`stand_ins`).
+
+    ``message`` (``{"es": ..., "en": ...}``; ``{name}`` becomes the function's name) says why.
+    """
+    def refusal(original, label):
+        def refused(*args, **kwargs):
+            raise ShortcutUsed(say(message).replace("{name}", label))
+        return refused
+
+    return stand_ins(targets, refusal, *answers)
 
 
 def run_answer(answer, *args, name: str, hint=None, shortcuts=(), message=SHORTCUT, **kwargs):

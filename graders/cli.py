@@ -162,7 +162,8 @@ def main(argv=None) -> int:
                        help="list pairs sharing more than this share of their code (default 0.5)")
     grade.set_defaults(handler=_grade)
 
-    check = commands.add_parser("check", help="run a notebook's visible checks and report them")
+    check = commands.add_parser("check", help="run a notebook's visible checks and report them, under "
+                                "grading's conditions (quick version, CPU, the cell time limit)")
     check.add_argument("notebook")
     check.set_defaults(handler=_check)
 

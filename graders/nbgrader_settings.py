@@ -9,6 +9,9 @@ import os
 from graders.kernel_startup import KERNEL_ARGUMENTS
 
 COURSE_ID = "pytorch-course"
+# What grading runs a notebook under unless the instructor says otherwise: the quick version, on the
+# CPU. ``make check`` runs a student's notebook under the same (graders/selfcheck.py).
+GRADING_ENVIRONMENT = {"COURSE_FAST": "1", "COURSE_DEVICE": "cpu"}
 # One cell and one whole notebook may run this long when graded (nbgrader's own default is 30 s).
 CELL_TIMEOUT_S = 120
 NOTEBOOK_TIMEOUT_S = 900
@@ -39,8 +42,8 @@ def apply(c, language: str = "en", root=None) -> None:
     """Fill the traitlets config ``c`` with the course's nbgrader settings."""
     # Grading runs the lessons in their quick mode on the CPU unless the instructor says otherwise;
     # the kernel inherits this process's environment.
-    os.environ.setdefault("COURSE_FAST", "1")
-    os.environ.setdefault("COURSE_DEVICE", "cpu")
+    for name, value in GRADING_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
     if root is not None:
         c.CourseDirectory.root = str(root)
     c.CourseDirectory.course_id = COURSE_ID

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from lesson_files import read_edition, read_source, replace_cell, solved_edition, without_cell
+from lesson_files import hidden_answers, read_edition, read_source, replace_cell, solved_edition, without_cell
+from nbformat.v4 import new_markdown_cell
 
+from graders.lesson_checks.questions import draw
 from graders.nbgrader_adapter import grade_id as grade_id_of
 
 LESSON = "01_tensors"
@@ -126,8 +128,14 @@ class Anything:
         return True
     def __ne__(self, other):
         return False
-ANSWERS = {k: Anything() for k in ["view_copies", "from_numpy_shares", "int_plus_float_is_int",
-                                   "sum_dim0_shape", "broadcast_copies", "mixed_devices_ok"]}
+class Everything(dict):
+    def __contains__(self, key):
+        return True
+    def __getitem__(self, key):
+        return Anything()
+    def get(self, key, default=None):
+        return Anything()
+ANSWERS = Everything()
 '''
 
 # One line each, the kind the kernel's guard must undo before the next cell (issue 13).
@@ -144,6 +152,47 @@ HOOKS = {
     "replaced sys.displayhook": "import sys\nsys.displayhook = lambda value: None",
 }
 TO_UNIT_FLOAT = "def to_unit_float(images):\n    return images.float() / 255"
+
+# nbgrader's marker lines, quoted by a student in their own cells (issue 23): a BEGIN without its
+# END, an END alone, a pair, the solution markers and the stub's comment; and a note of their own.
+QUOTED_MARKERS = {
+    "to_unit_float": "# nbgrader hides what follows ### BEGIN HIDDEN TESTS",
+    "flatten_per_image": "# and stops at ### END HIDDEN TESTS",
+    "pairwise_distances": "# ### BEGIN HIDDEN TESTS\n# ### END HIDDEN TESTS",
+    "linear_forward": "# ### BEGIN SOLUTION\n# ### END SOLUTION\n# YOUR CODE HERE",
+}
+QUOTED_NOTE = "My notes: nbgrader strips ### BEGIN HIDDEN TESTS up to ### END HIDDEN TESTS"
+
+
+def quotes_markers(ctx=None):
+    """The solved edition whose answer cells quote nbgrader's marker lines, plus a note cell."""
+    nb = solved()
+    for cell in nb.cells:
+        if grade_id_of(cell) in QUOTED_MARKERS:
+            cell.source = f"{QUOTED_MARKERS[grade_id_of(cell)]}\n{cell.source}"
+    nb.cells.append(new_markdown_cell(QUOTED_NOTE))
+    return nb
+
+
+def answering(student_id: str, drawn_for: str):
+    """The solved edition of a student who writes ``student_id`` and answers only the concept
+    questions drawn for ``drawn_for``, as a student does (the reference answers the whole pool)."""
+    def make(ctx=None):
+        truths = hidden_answers(LESSON)[1]
+        answers = ",\n".join(f"    {qid!r}: {truths[qid]!r}" for qid in draw(QUESTIONS, drawn_for))
+        nb = replace_cell(solved(), "concept_check", "ANSWERS = {\n" + answers + "\n}")
+        identity = next(c for c in nb.cells if c.source.startswith("STUDENT_ID = "))
+        identity.source = f"STUDENT_ID = {student_id!r}"
+        return nb
+    return make
+
+
+QUESTIONS = "graders.lesson_checks.tensors"
+# ben hands in ana's notebook; cruz mistypes her own name
+COPIED = 2 * len(set(draw(QUESTIONS, "ana")) & set(draw(QUESTIONS, "ben"))) / 5
+IDENTITY_CASES = [Case("ana", make=answering("ana", "ana")),
+                  Case("ben", {"test_concept_check": round(COPIED, 2)}, make=answering("ana", "ana")),
+                  Case("cruz", make=answering("Cruzz", "Cruzz"))]
 
 
 def _hooked(hook: str, answered: bool):
@@ -212,11 +261,13 @@ CASES = [
     Case("warning on stderr from a correct answer", make=_with(
         "to_unit_float", "import warnings\ndef to_unit_float(images):\n"
         "    warnings.warn('harmless', UserWarning)\n    return images.float() / 255")),
+    Case("quotes nbgrader's marker lines", make=quotes_markers),
     Case("NaN returned", {"test_normalize_rows": 0}, make=_with(
         "normalize_rows", "def normalize_rows(counts):\n"
         "    return counts / counts.sum(dim=1, keepdim=True) * float('nan')")),
     *(Case(f"{name}, blank", total=0, make=_hooked(hook, answered=False)) for name, hook in HOOKS.items()),
     *(Case(f"{name}, answered", make=_hooked(hook, answered=True)) for name, hook in HOOKS.items()),
+    *IDENTITY_CASES,
 ]
 
 

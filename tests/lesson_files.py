@@ -1,8 +1,10 @@
 """Reading the lessons' sources and editions, and editing their cells, for the tests."""
 
 import copy
+import re
 
 import nbformat
+import torch
 
 from graders.lessons import available_lessons, edition_path, solution_path
 from graders.nbgrader_adapter import grade_id, is_solution_cell
@@ -54,3 +56,13 @@ def standalone_language(lesson: str) -> str:
     """The edition the stand-alone test runs for ``lesson``, alternating; ``make test`` runs the other
     one in the browser, so that both editions of every lesson run as a student would."""
     return "es" if LESSONS.index(lesson) % 2 == 0 else "en"
+
+
+def hidden_answers(lesson: str) -> tuple[dict, dict]:
+    """``(the reference ANSWERS, the hidden TRUTHS)`` of the lesson's concept cells, evaluated."""
+    cells = {grade_id(c): c.source for c in read_source(lesson).cells}
+    found = {}
+    for cell, name in (("concept_check", "ANSWERS"), ("test_concept_check", "TRUTHS")):
+        literal = re.search(rf"^{name} = (\{{.*?^\}})", cells[cell], re.S | re.M).group(1)
+        found[name] = eval(literal, {"torch": torch})
+    return found["ANSWERS"], found["TRUTHS"]

@@ -14,10 +14,23 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from hostile import CASES, FULL, LESSON, TO_UNIT_FLOAT, solved, write_class
-from lesson_files import replace_cell
+from hostile import (
+    CASES,
+    FULL,
+    IDENTITY_CASES,
+    LESSON,
+    QUESTIONS,
+    QUOTED_MARKERS,
+    QUOTED_NOTE,
+    TO_UNIT_FLOAT,
+    solved,
+    write_class,
+)
+from lesson_files import replace_cell, write
 
-from graders.grade.classroom import Classroom, Options, grade_class
+from graders.grade.classroom import FEEDBACK_MISSING, Classroom, Options, grade_class
+from graders.grade.results import identity_notes
+from graders.lesson_checks.questions import draw
 from graders.lessons import ROOT, solution_path
 from graders.notebook_grading.feedback import hidden_lines
 
@@ -25,6 +38,7 @@ from graders.notebook_grading.feedback import hidden_lines
 # runs these tests beside the others, the ones sharing `hostile_class` on one worker (graded once).
 pytestmark = [pytest.mark.kernel, pytest.mark.classroom]
 MARKER = f"pwned-{os.getpid()}"
+QUOTER = "quotes nbgrader's marker lines"
 
 
 def _listener():
@@ -102,11 +116,24 @@ def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
     assert secrets
     for row in hostile_class["rows"].values():
         html = (feedback / f"{row.student_id}.html").read_text()
-        assert "BEGIN HIDDEN TESTS" not in html and "torch.cdist(a, b)" not in html
+        # (a student who quoted the marker sees their own quote: test_marker_text_a_student_quotes…)
+        assert "BEGIN HIDDEN TESTS" not in html or row.student == QUOTER
+        assert "torch.cdist(a, b)" not in html
         leaked = [line for line in secrets if line in html or escape(line) in html]
         assert not leaked, f"{row.student}: hidden test lines in the feedback: {leaked[:2]}"
     blank = (feedback / f"{hostile_class['rows']['blank'].student_id}.html").read_text()
     assert "ESCRIBE TU CÓDIGO AQUÍ" in blank  # the Spanish edition's own feedback
+
+
+def test_marker_text_a_student_quotes_costs_neither_grade_nor_feedback(hostile_class):
+    """nbgrader's feedback step raised on marker text in a student's cells: the submission was
+    recorded as failed with 0 points and retried on every run (issue 23)."""
+    row = hostile_class["rows"][QUOTER]
+    assert (row.status, row.reason, row.total) == ("graded", "", 11)
+    html = (hostile_class["out"] / "feedback" / f"{row.student_id}.html").read_text()
+    assert "Score: 11.0 / 11.0" in html and FEEDBACK_MISSING not in html  # nbgrader's own page
+    for quote in [*"\n".join(QUOTED_MARKERS.values()).splitlines(), QUOTED_NOTE]:
+        assert escape(quote, quote=False) in html  # the student's cells as they wrote them
 
 
 def test_stock_nbgrader_export_reads_the_gradebook(hostile_class):
@@ -234,3 +261,31 @@ def test_a_grader_fault_is_logged_in_full_named_in_one_line_and_graded_next_run(
     rows, csv_path = grade_class(options)
     assert (rows[0].status, rows[0].total) == ("graded", 11)
     assert csv_path.read_text().count("grader error") == 0
+
+
+def test_a_copied_notebook_is_graded_on_its_submitters_questions_and_named(hostile_class):
+    """ben handed in ana's notebook: he is graded on his own questions, and named; ana keeps full
+    marks; cruz's STUDENT_ID names no one in the class: graded on it, and listed."""
+    rows = hostile_class["rows"]
+    assert rows["ana"].draw == {"identity": "ana", "status": "own", "named": "",
+                                "questions": draw(QUESTIONS, "ana")}
+    assert rows["ben"].draw["status"] == "another_student" and rows["ben"].draw["named"] == "ana"
+    assert rows["cruz"].draw["status"] == "unknown" and rows["cruz"].draw["named"] == "Cruzz"
+    table = {r["student"]: r for r in csv.DictReader(open(hostile_class["csv"], encoding="utf-8"))}
+    assert table["ben"]["questions_status"] == "another_student"
+    assert table["ben"]["questions"] == " ".join(draw(QUESTIONS, "ben"))
+    notes = identity_notes(list(rows.values()))
+    assert any(note.startswith("ben: answered another student's questions (ana's)") for note in notes)
+    assert any(note.startswith("cruz: its STUDENT_ID names no one in the class") for note in notes)
+    assert len(notes) == 2, notes
+
+
+def test_stock_nbgrader_gives_the_copier_the_same_scores(hostile_class, course_dir, tmp_path):
+    """The same three notebooks, autograded by stock nbgrader in a course directory."""
+    from graders.notebook_grading.autograde import autograde, submit
+
+    for case in IDENTITY_CASES:
+        submit(course_dir, LESSON, case.name, write(case.make({}), tmp_path / f"{case.name}.ipynb"))
+    for case in IDENTITY_CASES:
+        ours = hostile_class["rows"][case.name].cells
+        assert autograde(course_dir, LESSON, case.name).cells == {cell: tuple(p) for cell, p in ours.items()}

@@ -5,7 +5,7 @@
   receive, or in any hint.
 - The visible part of every grade cell is at most 15 lines.
 - Every exercise has a first hint in its lesson's module; second hints exist only for exercises.
-- Every concept check scores each statement (partial credit).
+- Every concept check scores each question (partial credit).
 """
 
 import inspect
@@ -130,7 +130,7 @@ def test_concept_checks_give_partial_credit(lesson):
     cell = next(c for c in read_source(lesson).cells if grade_id(c) == "test_concept_check")
     hidden = cell.source.split("### BEGIN HIDDEN TESTS")[-1]
     last_line = hidden.split("### END HIDDEN TESTS")[0].strip().splitlines()[-1]
-    assert last_line.startswith("checks.score_statements("), last_line
+    assert last_line.startswith("lesson.grade_concepts("), last_line
 
 
 def test_the_leak_measure_finds_an_answer_line_and_ignores_short_lines_and_comments():

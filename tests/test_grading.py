@@ -1,12 +1,16 @@
 """The course's nbgrader configuration, proven on real submissions of lesson 01."""
 
 import re
+import subprocess
+import sys
 from html import unescape
 
 import nbformat
 import pytest
-from lesson_files import read_edition, read_source, replace_cell, without_cell
+from hostile import QUOTED_MARKERS, QUOTED_NOTE, quotes_markers
+from lesson_files import hidden_answers, read_edition, read_source, replace_cell, without_cell
 
+from graders.lesson_checks.questions import draw, pool
 from graders.lessons import solution_path
 from graders.notebook_grading.autograde import generate_feedback
 from graders.notebook_grading.feedback import hidden_lines
@@ -62,6 +66,22 @@ def test_feedback_shows_visible_tests_and_the_score_but_not_hidden_ones(course_d
     assert total and (float(total[1]), float(total[2])) == (score.score, score.max_score)
 
 
+def test_marker_text_a_student_quotes_is_graded_and_gets_stock_nbgrader_feedback(course_dir, graded):
+    """``nbgrader generate_feedback``, run in the course directory as an instructor runs it, raised
+    on nbgrader's marker lines quoted in a student's own cells (issue 23)."""
+    score = graded("quoter", quotes_markers())
+    assert score.score == score.max_score
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", LESSON,
+                           "--student", "quoter"], cwd=course_dir, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = unescape(re.sub(r"<[^>]+>", "", (course_dir / "feedback" / "quoter" / LESSON /
+                                            f"{LESSON}.html").read_text()))
+    quotes = [*"\n".join(QUOTED_MARKERS.values()).splitlines(), QUOTED_NOTE]
+    assert all(quote in shown for quote in quotes)  # the student's cells as they wrote them
+    secrets = hidden_lines(nbformat.read(solution_path(LESSON), 4), "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+    assert secrets and not [line for line in secrets if line in shown]
+
+
 def test_a_harmless_warning_does_not_cost_points(graded, solved):
     noisy = """
 import warnings
@@ -88,11 +108,15 @@ def test_an_edited_grade_cell_is_restored_before_grading(graded):
     assert score.cells["test_pairwise_distances"] == (0, 2)
 
 
-def test_a_concept_check_with_one_wrong_statement_earns_the_other_statements_share(course_dir, graded,
-                                                                                   solved):
+def test_one_wrong_concept_answer_costs_what_a_right_one_earns(course_dir, graded, solved):
+    """Stock nbgrader grades the submitter's own draw: four right and one wrong earn 3 of 5 shares."""
     answers = solution_sources(read_source(LESSON))["concept_check"]
-    one_slip = answers + '\nANSWERS["view_copies"] = not ANSWERS["view_copies"]\n'
+    slip = draw("graders.lesson_checks.tensors", "one-slip")[0]
+    question, truth = pool("tensors").questions[slip], hidden_answers(LESSON)[1][slip]
+    wrong = {"shape": (999,), "int": 999, "float": 999.5, "dtype": "torch.complex64",
+             "choice": next(c for c in question.choices if c != truth)}[question.kind]
+    one_slip = answers + f'\nANSWERS[{slip!r}] = {wrong!r}\n'
     score = graded("one-slip", replace_cell(solved(LESSON, "en"), "concept_check", one_slip))
-    assert score.cells["test_concept_check"] == (1.67, 2)
+    assert score.cells["test_concept_check"] == (1.2, 2)
     html = generate_feedback(course_dir, LESSON, "one-slip").read_text()
-    assert "statements classified right: 5 of 6" in html and "review: view_copies" in html
+    assert f"wrong {slip}," in html and "Questions of &#39;one-slip&#39;" in html

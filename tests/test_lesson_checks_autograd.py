@@ -9,6 +9,7 @@ from check_messages import failure
 import course
 from graders.checks import CheckFailed
 from graders.lesson_checks import autograd as lesson
+from graders.lesson_checks import identity, questions
 
 pytestmark = pytest.mark.usefixtures("english")
 
@@ -428,14 +429,21 @@ def test_clipped_backward_on_points_given():
             "clip(x, -1, 1)", says=["x.grad after clip(x, -1, 1), x below", "the values differ"])
 
 
-def test_concepts():
-    keys = ["backward_twice_same_grad", "fresh_forward_resets_grad", "grad_fills_dot_grad",
-            "one_entry_many_outputs", "retain_equals_create", "intermediates_get_grad",
-            "graph_rebuilt_each_pass", "no_grad_records_nothing", "frozen_still_gets_grad", "detach_copies",
-            "gradcheck_wants_float64"]
-    lesson.check_concepts(dict.fromkeys(keys, True))
-    failure(lesson.check_concepts, dict.fromkeys(keys[:-1], True), says=["ANSWERS", "the keys of ANSWERS"])
-    failure(lesson.check_concepts, dict.fromkeys(keys, "yes"), says=["each value must be True or False"])
+def test_concepts(monkeypatch):
+    """The visible part of the concept questions: ANSWERS answers the student's draw, each answer in
+    its form (None for one left unanswered); it never says whether an answer is right."""
+    monkeypatch.delenv(identity.SUBMITTER_ENV, raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    drawn = questions.draw(lesson.__name__, "ana")
+    lesson.check_concepts(dict.fromkeys(drawn), "ana")
+    in_form = {"shape": (1,), "int": 0, "float": 0.5, "dtype": torch.float16, "choice": "a"}
+    pool = questions.pool(lesson.__name__).questions
+    lesson.check_concepts({qid: in_form[pool[qid].kind] for qid in drawn}, "ana")
+    failure(lesson.check_concepts, dict.fromkeys(drawn[1:]), "ana",
+            says=["ANSWERS", "lacks questions of your draw", drawn[0]])
+    failure(lesson.check_concepts, {**dict.fromkeys(drawn), drawn[0]: "yes"}, "ana",
+            says=[f"ANSWERS['{drawn[0]}']", "not in the form asked for"])
+    failure(lesson.check_concepts, [], "ana", says=["ANSWERS", "dict"])
 
 
 def test_messages_and_hints_follow_the_language():

@@ -4,6 +4,7 @@ wrong one with expected / got / hint; its spies and recorders are seen at work t
 The answers below are written here, as a student would; none of them lives in the module.
 """
 
+import copy
 import math
 
 import pytest
@@ -308,6 +309,45 @@ def test_regression_loss_check():
             says=["the values differ", "expected: tensor(shape=(), dtype=torch.float32, device=cpu) 1.666"])
 
 
+def _squeeze_the_last_if_two(t):
+    return t.squeeze(-1) if t.dim() == 2 else t
+
+
+# Right answers written other ways: every one pairs (N, 1) with (N,), one example included.
+RIGHT_REGRESSION_LOSSES = {
+    "reshape(-1)": lambda pred, target: F.mse_loss(pred.reshape(-1), target.reshape(-1)),
+    "view(-1) and nn.MSELoss": lambda pred, target: nn.MSELoss()(pred.view(-1), target.view(-1)),
+    "by hand": lambda pred, target: ((torch.flatten(pred) - torch.flatten(target)) ** 2).mean(),
+    "squeeze only a second dimension": lambda pred, target: F.mse_loss(_squeeze_the_last_if_two(pred),
+                                                                       _squeeze_the_last_if_two(target)),
+    "both as (N, 1)": lambda pred, target: F.mse_loss(pred.reshape(-1, 1), target.reshape(-1, 1)),
+}
+
+
+@pytest.mark.parametrize("form", sorted(RIGHT_REGRESSION_LOSSES))
+def test_regression_loss_right_answers_pass_visible_and_hidden(form):
+    answer = RIGHT_REGRESSION_LOSSES[form]
+    lesson.check_regression_loss_by_hand(answer)
+    g = torch.Generator().manual_seed(1508)
+    for n in [1, 7, 40]:                          # as the hidden tests call it
+        pred, target = torch.randn(n, 1, generator=g), torch.randn(n, generator=g)
+        expected, grad = ((pred[:, 0] - target) ** 2).mean(), 2 * (pred[:, 0] - target) / n
+        lesson.check_regression_loss(answer, pred, target, expected, grad)
+        lesson.check_regression_loss(answer, pred[:, 0], target[:, None], expected, grad)
+
+
+def test_the_visible_regression_check_shows_the_one_example_case():
+    """Squeezing every size-1 dimension passes with N = 3 but not with a single example: the visible
+    check says so, as the hidden one-example case would."""
+    failure(lesson.check_regression_loss_by_hand,
+            lambda pred, target: F.mse_loss(pred.squeeze(), target.view(-1)),
+            says=["warnings from regression_loss(pred (1, 1), target (1,))",
+                  "with a single example too (N = 1)"])
+    failure(lesson.check_regression_loss_by_hand,
+            lambda pred, target: F.mse_loss(pred.squeeze(-1), target.squeeze(-1)),
+            says=["warnings from regression_loss(pred (1, 1), target (1,))", "broadcasting"])
+
+
 def test_train_epoch_check():
     lesson.check_train_epoch(good_epoch)
 
@@ -345,6 +385,7 @@ def test_evaluate_checks():
         return accuracy
 
     def in_training_mode(model, x, y):
+        torch.manual_seed(0)  # dropout's draw: one that misses the evaluation-mode accuracy, every run
         with torch.no_grad():
             return (model(x).argmax(dim=1) == y).float().mean().item()
 
@@ -352,6 +393,50 @@ def test_evaluate_checks():
             says=["model.training [eval → evaluate_fixed]", "expected: False", "got: True"])
     failure(lesson.check_evaluate_accuracy, in_training_mode,
             says=["evaluate_fixed(MLP with BatchNorm and Dropout(0.5), x, y)", "the values differ"])
+    failure(lesson.check_evaluate_restores_mode, in_training_mode,
+            says=["model[1] (BatchNorm1d) during evaluate_fixed [train]",
+                  "expected: at least one pass in evaluation mode (training=False)", "got: 1 passes, 0 in"])
+
+
+def on_a_copy(model, x, y):
+    """Right, another way: the model itself is never switched; a copy is evaluated."""
+    with torch.no_grad():
+        return (copy.deepcopy(model).eval()(x).argmax(dim=1) == y).float().mean().item()
+
+
+@torch.inference_mode()
+def switched_with_train_false(model, x, y):
+    was = model.training
+    model.train(False)
+    try:
+        return (model(x).argmax(1) == y).double().mean().item()
+    finally:
+        model.train(was)
+
+
+@pytest.mark.parametrize("answer", [good_evaluate, on_a_copy, switched_with_train_false])
+def test_evaluate_right_answers_written_other_ways_earn_both_points(answer):
+    lesson.check_evaluate_accuracy(answer)
+    lesson.check_evaluate_restores_mode(answer)
+    lesson.check_evaluate_accuracy(answer, seed=1510, n_in=5, n_classes=2, dropout=0.3, n=33, training=False)
+    lesson.check_evaluate_restores_mode(answer, seed=1511, modes=(False, False, True, True, False))
+
+
+DO_NOTHING_EVALUATES = {"returns None": lambda model, x, y: None, "returns 0": lambda model, x, y: 0,
+                        "returns 0.0": lambda model, x, y: 0.0,
+                        "returns its first argument": lambda model, x, y: model}
+
+
+@pytest.mark.parametrize("body", sorted(DO_NOTHING_EVALUATES))
+def test_an_evaluate_that_does_nothing_earns_no_point(body):
+    """A function that never touches the model leaves its mode as it was: that restores nothing."""
+    answer = DO_NOTHING_EVALUATES[body]
+    failure(lesson.check_evaluate_restores_mode, answer,
+            says=["during evaluate_fixed [train]", "got: 0 passes, 0 in evaluation"])
+    failure(lesson.check_evaluate_restores_mode, answer, seed=1511, modes=(False, False, True, True, False),
+            says=["during evaluate_fixed [eval]", "got: 0 passes, 0 in evaluation"])
+    failure(lesson.check_evaluate_accuracy, answer,
+            says=["evaluate_fixed(MLP with BatchNorm and Dropout(0.5), x, y)"])
 
 
 def test_residual_check():

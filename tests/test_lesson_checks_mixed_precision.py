@@ -16,7 +16,6 @@ import course
 from course import amp, memory, timing
 from course.timing import time_calls
 from graders.checks import CheckFailed
-from graders.lesson_checks import lesson_texts
 from graders.lesson_checks import mixed_precision as lesson
 
 pytestmark = pytest.mark.usefixtures("english")
@@ -115,10 +114,11 @@ def test_time_per_call_synchronizes():
             says=["'cpu', repeats=3, warmup=1): calls of torch.cuda.synchronize", "expected: 0 (int)"])
 
 
-def test_the_hidden_timing_checks_pass_the_right_answer_on_other_devices():
-    lesson.check_median_of(_timer(), warmup=0, timed=[0.3, 0.1, 0.2, 0.9], expected=0.25)
-    lesson.check_fenced_by_syncs(_timer(), torch.device("cuda", 1), repeats=2, warmup=0)
-    lesson.check_never_syncs(_timer(), "meta", repeats=2, warmup=2)
+def test_the_hidden_timing_checks_pass_the_right_answer_on_other_devices(answer=None):
+    answer = answer or _timer()
+    lesson.check_median_of(answer, warmup=0, timed=[0.3, 0.1, 0.2, 0.9], expected=0.25)
+    lesson.check_fenced_by_syncs(answer, torch.device("cuda", 1), repeats=2, warmup=0)
+    lesson.check_never_syncs(answer, "meta", repeats=2, warmup=2)
 
 
 def test_course_timing_is_switched_off_inside_the_check_and_back_on_after():
@@ -141,6 +141,170 @@ def test_course_timing_is_switched_off_inside_the_check_and_back_on_after():
     assert time_calls is timing.time_calls                        # this module's name is back
     assert memory.synchronize is timing.synchronize               # and the course's own aliases
     assert timing.time_calls(lambda: None, device="cpu", repeats=2, warmup=0)[0] >= 0.0
+
+
+# Right answers written other ways: the clock however it was imported, and CUDA events on CUDA.
+_ANSWER = """
+def time_per_call(fn, device, repeats=10, warmup=2):
+    on_cuda = torch.device(device).type == "cuda"
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if on_cuda:
+            SYNC(device)
+        start = CLOCK()
+        fn()
+        if on_cuda:
+            SYNC(device)
+        times.append((CLOCK() - start) SCALE)
+    return statistics.median(times)
+"""
+
+# How the clock and the wait may be reached: (the imports, the clock, the wait, the scale to seconds).
+RIGHT_TIMERS = {
+    "time.perf_counter": ("import time", "time.perf_counter", "torch.cuda.synchronize", ""),
+    "from time import perf_counter": ("from time import perf_counter", "perf_counter",
+                                      "torch.cuda.synchronize", ""),
+    "import time as t": ("import time as t", "t.perf_counter", "torch.cuda.synchronize", ""),
+    "from time import perf_counter as tick": ("from time import perf_counter as tick", "tick",
+                                              "torch.cuda.synchronize", ""),
+    "perf_counter_ns": ("from time import perf_counter_ns", "perf_counter_ns", "torch.cuda.synchronize",
+                        "/ 1e9"),
+    "timeit.default_timer": ("import timeit", "timeit.default_timer", "torch.cuda.synchronize", ""),
+    "from torch.cuda import synchronize": ("import time\nfrom torch.cuda import synchronize",
+                                           "time.perf_counter", "synchronize", ""),
+}
+
+
+def _notebook_answer(source: str, imports: str = ""):
+    """``time_per_call`` defined in a namespace of its own, as a notebook cell would define it."""
+    namespace = {"torch": torch, "statistics": statistics}
+    exec(compile(imports + "\n" + source, "<notebook>", "exec"), namespace)
+    return namespace["time_per_call"]
+
+
+def _clock_answer(imports, clock, sync, scale):
+    return _notebook_answer(_ANSWER.replace("CLOCK", clock).replace("SYNC", sync).replace("SCALE", scale),
+                            imports)
+
+
+@pytest.mark.parametrize("form", sorted(RIGHT_TIMERS))
+def test_every_way_to_reach_the_clock_earns_full_marks_visible_and_hidden(form):
+    answer = _clock_answer(*RIGHT_TIMERS[form])
+    lesson.check_time_per_call_median(answer)
+    lesson.check_time_per_call_synchronizes(answer)
+    test_the_hidden_timing_checks_pass_the_right_answer_on_other_devices(answer)
+    lesson.check_median_of(answer, warmup=3, timed=[0.4, 0.1, 0.2, 0.9, 0.3], expected=0.3)
+    lesson.check_fenced_by_syncs(answer, "cuda:0", repeats=4, warmup=1)
+    assert time.perf_counter() > 0 and torch.cuda.synchronize.__module__ == "torch.cuda"
+
+
+def test_a_clock_imported_by_name_is_given_back_after_the_check():
+    answer = _clock_answer(*RIGHT_TIMERS["from time import perf_counter"])
+    lesson.check_time_per_call_median(answer)
+    assert answer.__globals__["perf_counter"] is time.perf_counter
+
+
+def test_wrong_answers_fail_whatever_clock_they_read():
+    wrong_median = _clock_answer(*RIGHT_TIMERS["from time import perf_counter"]).__globals__
+    mean = staticmethod(lambda times: sum(times) / len(times))
+    wrong_median["statistics"] = type("Mean", (), {"median": mean})
+    failure(lesson.check_time_per_call_median, wrong_median["time_per_call"],
+            says=["with timed calls of", "the values differ"])
+    never_waits = _clock_answer("from time import perf_counter", "perf_counter", "(lambda device: None)", "")
+    failure(lesson.check_time_per_call_synchronizes, never_waits,
+            says=["order of events: is not right", "got: call call clock call clock clock"])
+    milliseconds = _clock_answer("from time import perf_counter_ns", "perf_counter_ns",
+                                 "torch.cuda.synchronize", "/ 1e6")
+    failure(lesson.check_time_per_call_median, milliseconds, says=["the values differ"])
+    failure(lesson.check_time_per_call_synchronizes, milliseconds,
+            says=["the time returned, in seconds", "expected: 0.01 … 0.07"])
+
+
+# CUDA events: accepted by design on CUDA devices. The check simulates torch.cuda.Event on the
+# simulated clock (as it spies torch.cuda.synchronize), so these tests prove what the check accepts
+# and refuses; they cannot prove, on a CPU, that the same code runs on a GPU.
+_EVENTS_ANSWER = """
+import time
+
+
+def time_per_call(fn, device, repeats=10, warmup=2):
+    on_cuda = torch.device(device).type == "cuda"
+    for _ in range(warmup):
+        fn()
+    if not on_cuda:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    BODY
+"""
+
+EVENT_BODIES = {
+    "a pair per call, one synchronize at the end": """
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(repeats)]
+    for start, end in pairs:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize(device)
+    return statistics.median(start.elapsed_time(end) / 1000 for start, end in pairs)""",
+    "one pair reused, waiting for the end event": """
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)""",
+    "torch.Event": """
+    times = []
+    for _ in range(repeats):
+        start, end = torch.Event(device, enable_timing=True), torch.Event(device, enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000)
+    return statistics.median(times)""",
+}
+
+
+@pytest.mark.parametrize("form", sorted(EVENT_BODIES))
+def test_cuda_events_on_cuda_are_accepted_by_design(form):
+    answer = _notebook_answer(_EVENTS_ANSWER.replace("    BODY", EVENT_BODIES[form]))
+    lesson.check_time_per_call_median(answer)
+    lesson.check_time_per_call_synchronizes(answer)
+    test_the_hidden_timing_checks_pass_the_right_answer_on_other_devices(answer)
+    lesson.check_fenced_by_syncs(answer, "cuda:0", repeats=4, warmup=1)
+    assert torch.cuda.Event.__name__ == "Event" and torch.cuda.Event.__module__ == "torch.cuda.streams"
+
+
+def test_cuda_events_used_wrongly_fail():
+    read_before_waiting = EVENT_BODIES["one pair reused, waiting for the end event"].replace(
+        "        end.synchronize()\n", "")
+    failure(lesson.check_time_per_call_synchronizes,
+            _notebook_answer(_EVENTS_ANSWER.replace("    BODY", read_before_waiting)),
+            says=["order of events: is not right", "or with CUDA events",
+                  "got: call call record(0) call record(1) elapsed(0,1) record(0)"])
+    in_milliseconds = EVENT_BODIES["one pair reused, waiting for the end event"].replace(" / 1e3", "")
+    failure(lesson.check_time_per_call_synchronizes,
+            _notebook_answer(_EVENTS_ANSWER.replace("    BODY", in_milliseconds)),
+            says=["the time returned, in seconds", "got: 40"])
+    no_timing = EVENT_BODIES["one pair reused, waiting for the end event"].replace("enable_timing=True", "")
+    failure(lesson.check_time_per_call_synchronizes,
+            _notebook_answer(_EVENTS_ANSWER.replace("    BODY", no_timing)),
+            says=["raised an exception", "elapsed_time needs two events created with enable_timing=True"])
+    everywhere = _notebook_answer(_EVENTS_ANSWER.replace("    if not on_cuda:", "    if False:").replace(
+        "    BODY", EVENT_BODIES["one pair reused, waiting for the end event"]))
+    failure(lesson.check_time_per_call_synchronizes, everywhere,
+            says=["'cpu', repeats=3, warmup=1): uses of CUDA events", "expected: 0 (int)"])
 
 
 # ------------------------------------------------------------------------------------- tensor_bytes
@@ -196,9 +360,38 @@ def test_random_values_of_every_fate_are_classified_alike_by_a_right_answer():
 def test_fp16_fate_values():
     lesson.check_fp16_fate_values(_fate)
     failure(lesson.check_fp16_fate_values, _fate_by_thresholds,
-            says=["4e-08", "the values differ", "Mismatched elements: 1 / 13"])
+            says=["4e-08", "the values differ", "Mismatched elements: 3 / 16"])
     failure(lesson.check_fp16_fate_values, lambda values: _fate(values).clamp(max=2),
-            says=["the values differ", "Mismatched elements: 3 / 13"])
+            says=["the values differ", "Mismatched elements: 4 / 16"])
+
+
+def _fate_by_the_limits(values):
+    """A right answer reasoned out with torch.finfo alone, never converting: the rounding bands at
+    both ends of fp16's range taken into account (half a step past each limit)."""
+    info, size = torch.finfo(torch.float16), values.abs()
+    fate = torch.zeros(values.shape, dtype=torch.int64)
+    fate[(size > 2.0 ** -25) & (size < info.smallest_normal - 2.0 ** -25)] = 1
+    fate[(size > 0) & (size <= 2.0 ** -25)] = 2
+    fate[size >= info.max + 16] = 3     # the step above 65504 is 32: from 65520 on, inf
+    return fate
+
+
+def _fate_by_the_largest_value(values):
+    """The mistake the top band catches: overflow read as `above 65504`, before rounding."""
+    fate = _fate(values)
+    fate[values.abs() > torch.finfo(torch.float16).max] = 3
+    return fate
+
+
+def test_the_top_rounding_band_is_checked_visibly_and_a_right_answer_reasoned_from_finfo_passes():
+    for _ in range(5):
+        lesson.check_fp16_fate_values(_fate_by_the_limits)
+        lesson.check_fp16_fate_shape(_fate_by_the_limits)
+    failure(lesson.check_fp16_fate_values, _fate_by_the_largest_value,
+            says=["65510, -65519, 65520", "the values differ", "Mismatched elements: 2 / 16"])
+    values, fates = lesson._values_near_the_top(torch.Generator().manual_seed(3))
+    assert fates.tolist() == [0, 0, 0, 3, 3, 3] and torch.equal(_fate(values), fates)
+    assert (values.abs() > 65504).all()
 
 
 def test_fp16_fate_shape():
@@ -381,17 +574,6 @@ def test_skipped_steps():
             says=["expected: [1, 4, 5] (list)", "got: [2, 5, 6] (list)"])
 
 
-# ------------------------------------------------------------------------------------ concept check
-def test_concept_statements_are_checked():
-    answers = dict.fromkeys(lesson_texts("mixed_precision").concept_keys, True)
-    lesson.check_concepts(answers)
-    failure(lesson.check_concepts, {**answers, "autocast_all_16_bit": None},
-            says=["ANSWERS['autocast_all_16_bit']: each value must be True or False",
-                  "hint: ANSWERS must have exactly"])
-    failure(lesson.check_concepts, {"autocast_all_16_bit": True},
-            says=["the keys of ANSWERS are not the ones the exercise lists", "got: ['autocast_all_16_bit']"])
-
-
 def test_messages_and_hints_follow_the_edition_language():
     course.set_language("es")
     with pytest.raises(CheckFailed) as caught:
@@ -399,3 +581,31 @@ def test_messages_and_hints_follow_the_edition_language():
     message = str(caught.value)
     assert all(word in message for word in ("esperado:", "obtenido:", "pista:", "sección 2", "calentamiento"))
     assert "si sigues sin verlo: hint('time_per_call')" in message
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("form", ["from time import perf_counter", "import time as t"])
+def test_in_a_kernel_a_clock_imported_by_name_earns_both_grade_cells_with_their_hidden_tests(form, tmp_path):
+    """The notebook's own namespace, as grading runs it: the lesson's setup, the answer in a cell of
+    its own, then the two grade cells of exercise 1 with their hidden tests."""
+    from contextlib import closing
+
+    import nbformat
+    from lesson_files import read_source, write
+
+    from graders.nbgrader_adapter import grade_id, is_grade_cell
+    from graders.selfcheck import scored_grade_cells
+
+    source = read_source("06_mixed_precision")
+    code = [cell for cell in source.cells if cell.cell_type == "code"]
+    setup = code[:next(i for i, cell in enumerate(code) if "from graders import checks" in cell.source) + 1]
+    imports, clock, sync, scale = RIGHT_TIMERS[form]
+    answer = nbformat.v4.new_code_cell(
+        imports + "\n" + _ANSWER.replace("CLOCK", clock).replace("SYNC", sync).replace("SCALE", scale))
+    graded = [cell for cell in source.cells
+              if is_grade_cell(cell) and grade_id(cell).startswith("test_time_per_call")]
+    source.cells = [*setup, answer, *graded]
+    with closing(scored_grade_cells(source, tmp_path)) as scored:
+        scores = {grade_id(cell): (score, points) for cell, score, points in scored}
+    write(source, tmp_path / "executed.ipynb")
+    assert scores == {"test_time_per_call_median": (1, 1), "test_time_per_call_synchronizes": (1, 1)}, scores

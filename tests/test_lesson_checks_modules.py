@@ -2,6 +2,7 @@
 and a hint; its harnesses (the grad probe, the torch.load recorder, the refused library MLP) record
 and refuse what they should."""
 
+import copy
 import itertools
 import re
 
@@ -355,6 +356,59 @@ def test_mode_restored_fails_a_model_left_in_eval_mode():
                   "got: False (bool)"])
 
 
+def on_a_copy(model, x):
+    """Right, another way: the model itself is never switched; a copy runs in both modes."""
+    twin = copy.deepcopy(model)
+    with torch.inference_mode():
+        return twin.train(True)(x), twin.train(False)(x)
+
+
+def eval_first(model, x):
+    """Right, another way: evaluation first, the mode restored even if the model raised."""
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            in_evaluation = model.eval()(x)
+            return model.train()(x), in_evaluation
+    finally:
+        model.train(was_training)
+
+
+@pytest.mark.parametrize("answer", [outputs, on_a_copy, eval_first])
+def test_train_and_eval_right_answers_written_other_ways_earn_all_three_points(answer):
+    lesson.check_train_and_eval_outputs(answer)
+    lesson.check_no_graph(answer)
+    lesson.check_mode_restored(answer)
+
+
+DO_NOTHING_OUTPUTS = {"returns None": lambda model, x: None, "returns 0": lambda model, x: 0,
+                      "returns 0.0": lambda model, x: 0.0,
+                      "returns its first argument": lambda model, x: model}
+
+
+@pytest.mark.parametrize("body", sorted(DO_NOTHING_OUTPUTS))
+def test_train_and_eval_outputs_that_do_nothing_earn_no_point(body):
+    """A function that never runs the model leaves its mode as it was: that restores nothing."""
+    answer = DO_NOTHING_OUTPUTS[body]
+    failure(lesson.check_mode_restored, answer,
+            says=["model[1] (Dropout) during train_and_eval_outputs [eval]",
+                  "expected: a pass in training mode and one in evaluation mode", "got: 0 in training, 0 in"])
+    failure(lesson.check_train_and_eval_outputs, answer,
+            says=["train_and_eval_outputs(Sequential(..., Dropout(0.5)), x)"])
+    failure(lesson.check_no_graph, answer,
+            says=["train_and_eval_outputs(Sequential(Linear(6, 6), Dropout(0.5), probe)"])
+
+
+def test_mode_restored_needs_both_modes_inside_the_function():
+    def training_mode_only(model, x):
+        with torch.no_grad():
+            out = model(x)
+        return out, out
+
+    failure(lesson.check_mode_restored, training_mode_only,
+            says=["during train_and_eval_outputs [eval]", "got: 0 in training, 1 in evaluation"])
+
+
 def test_no_graph_sees_each_forward_pass_apart():
     def graph_in_training_only(model, x):
         train_out = model.train()(x).detach()
@@ -364,20 +418,12 @@ def test_no_graph_sees_each_forward_pass_apart():
     failure(lesson.check_no_graph, graph_in_training_only, says=["got: on in 1 of 2 passes"])
 
 
-def test_concepts():
-    keys = ["eval_disables_grad", "plain_list_registers", "sequential_residual", "state_dict_has_buffers",
-            "whole_model_portable", "dropout_eval_identity", "kaiming_for_relu"]
-    lesson.check_concepts(dict.fromkeys(keys, False))
-    failure(lesson.check_concepts, [], says=["ANSWERS", "expected: dict"])
-    failure(lesson.check_concepts, {**dict.fromkeys(keys, False), "extra": True},
-            says=["the keys of ANSWERS"])
-
-
 # Language ---------------------------------------------------------------------------------------------
 
 def test_messages_and_hints_follow_the_edition_language():
     course.set_language("es")
     failure(lesson.check_mode_restored, lambda m, x: outputs(m, x, restore=False),
-            says=["esperado: True", "obtenido: False", "pista: quien llama a tu función"])
+            says=["esperado: True", "obtenido: False",
+                  "pista: cada salida se calcula con el modelo en su modo"])
     failure(lesson.check_mlp_structure, LibraryMLP, [4, 3], batch=2,
             says=["MLP.__init__ no está disponible en este ejercicio"])

@@ -20,7 +20,7 @@ import nbformat
 
 from graders import nbgrader_adapter as adapter
 from graders.grade.pool import Outcome, WorkerPool
-from graders.grade.results import DONE, Row, write_csv
+from graders.grade.results import DONE, Row, recorded_draw, write_csv
 from graders.grade.sandbox import (
     KERNEL_NAME,
     Limits,
@@ -36,6 +36,10 @@ from graders.release.editions import build_course
 
 # A worker gets this long beyond the notebook's own time limit before it is killed.
 WORKER_GRACE_S = 180
+# What a student reads when their notebook was graded but its feedback could not be generated.
+FEEDBACK_MISSING = ("Tu nota está registrada; el informe detallado no pudo generarse y tu profesor "
+                    "ha sido avisado. / Your score is recorded; the detailed feedback could not be "
+                    "generated, and your instructor has been told.")
 
 
 @dataclass
@@ -81,23 +85,40 @@ class Classroom:
         self.digests: dict[str, str] = {}
         mode = "none" if options.sandbox == "off" else detect_mode()
         self.policy = Policy(mode, Limits.for_workers(options.workers))
+        self.pool: WorkerPool | None = None  # started by prepare(), stopped once grading is done
 
     # -- preparation ------------------------------------------------------------------------
     def prepare(self) -> list[Submission]:
-        """The class's course directory, the sandbox's kernelspec, and every submission found."""
-        for folder in (self.scratch, self.out / "feedback"):
+        """The class's course directory, the sandbox's kernelspec, and every submission found.
+        The local workers start first: they load nbgrader while the course is built."""
+        for folder in (self.scratch, self.out / "feedback", self.out / "logs"):
             folder.mkdir(parents=True, exist_ok=True)
-        build_course(self.master, "en", [self.o.lesson])
-        self.template_db = self.scratch / "template.db"
-        shutil.copyfile(self.master / "gradebook.db", self.template_db)
-        self.grade_cells = adapter.grade_cells(self.master, self.o.lesson)
-        if self.policy.mode != "none":
-            write_kernelspec(self.scratch / "jupyter" / "kernels", self.policy)
-            # A sandboxed kernel cannot write bytecode: what it imports of the course is compiled
-            # here, once, rather than by every kernel at its start.
-            for package in ("course", "graders"):
-                compileall.compile_dir(ROOT / package, quiet=2)
-        return find_submissions(self.o.submissions, self.o.lesson, self.scratch)
+        submissions = find_submissions(self.o.submissions, self.o.lesson, self.scratch)
+        self.roster = [identities(s) for s in submissions]
+        if submissions and not self.o.scheduler:
+            self.pool = WorkerPool(min(self.o.workers, len(submissions)), self.out / "logs",
+                                   self.o.notebook_timeout + WORKER_GRACE_S)
+        try:
+            build_course(self.master, "en", [self.o.lesson])
+            self.template_db = self.scratch / "template.db"
+            shutil.copyfile(self.master / "gradebook.db", self.template_db)
+            self.grade_cells = adapter.grade_cells(self.master, self.o.lesson)
+            if self.policy.mode != "none":
+                write_kernelspec(self.scratch / "jupyter" / "kernels", self.policy)
+                # A sandboxed kernel cannot write bytecode: what it imports of the course is
+                # compiled here, once, rather than by every kernel at its start.
+                for package in ("course", "graders"):
+                    compileall.compile_dir(ROOT / package, quiet=2)
+        except BaseException:
+            self.close()
+            raise
+        return submissions
+
+    def close(self) -> None:
+        """Stop the local workers, if they were started and are still running."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
 
     def to_grade(self, submissions: list[Submission]) -> list[Submission]:
         """Those not graded yet (or changed since); one that cannot be graded is recorded as such."""
@@ -118,6 +139,7 @@ class Classroom:
     def grade(self, todo: list[Submission], total: int) -> None:
         """Grade ``todo`` on the worker pool, recording each result as it arrives."""
         if not todo:
+            self.close()
             return
         log_dir = self.out / "logs"
         log_dir.mkdir(exist_ok=True)
@@ -130,8 +152,9 @@ class Classroom:
             pool = DaskPool(self.o.scheduler, log_dir, self.o.notebook_timeout + WORKER_GRACE_S,
                             sandbox=self.o.sandbox)
         else:
-            pool = WorkerPool(min(self.o.workers, len(todo)), log_dir,
-                              self.o.notebook_timeout + WORKER_GRACE_S)
+            pool = self.pool or WorkerPool(min(self.o.workers, len(todo)), log_dir,
+                                           self.o.notebook_timeout + WORKER_GRACE_S)
+            self.pool = None  # run() stops it
         try:
             for outcome in pool.run(jobs):
                 row = self._record_outcome(todo[outcome.job["job"]], outcome)
@@ -153,7 +176,8 @@ class Classroom:
                 "socket_dir": str(sockets / str(number)),
                 "cell_timeout": self.o.cell_timeout, "notebook_timeout": self.o.notebook_timeout,
                 "sandbox": "off" if self.policy.mode == "none" else "on", "kernel_name": KERNEL_NAME,
-                "jupyter_path": str((self.scratch / "jupyter").resolve())}
+                "jupyter_path": str((self.scratch / "jupyter").resolve()),
+                "submitter": identities(submission), "roster": self.roster}
 
     def _record_outcome(self, submission: Submission, outcome: Outcome) -> Row:
         if outcome.detail:
@@ -172,11 +196,23 @@ class Classroom:
         incidents = outcome.reply.get("incidents", [])
         cells = {name: [float(score or 0.0), float(maximum)]
                  for name, (score, maximum) in outcome.reply["cells"].items()}
-        row = self._row(submission, "partial" if incidents else "graded", "; ".join(incidents), cells)
-        feedback = Path(outcome.reply["feedback"])
+        fault = outcome.reply.get("feedback_fault")
+        notes = [*incidents, *([self._feedback_fault(submission, fault)] if fault else [])]
+        row = self._row(submission, "partial" if incidents else "graded", "; ".join(notes), cells)
+        row.draw = recorded_draw(nbformat.read(outcome.reply["autograded"], 4))
+        feedback = outcome.reply.get("feedback")
+        html = Path(feedback).read_text() if feedback and Path(feedback).exists() else None
         self.record(submission, row, Path(outcome.reply["autograded"]),
-                    feedback.read_text() if feedback.exists() else None)
+                    html or _notice_html(submission.student, row, FEEDBACK_MISSING))
         return row
+
+    def _feedback_fault(self, submission: Submission, fault: dict) -> str:
+        """Log a feedback fault in full; returns the CSV's line: the score stands, what to do."""
+        self._log_fault(submission, f"feedback not generated: {fault['cause']}", fault["error"])
+        sid = submission.student_id
+        return (f"feedback not generated, the score stands: {fault['cause']} (the whole story in "
+                f"logs/{sid}.log; once fixed, `nbgrader generate_feedback {self.o.lesson} --student {sid}` "
+                "in nbgrader/ writes it)")
 
     def _log_fault(self, submission: Submission, reason: str, detail: str) -> None:
         """A grader fault's whole story in ``logs/<student_id>.log`` (the CSV has one line)."""
@@ -214,7 +250,7 @@ class Classroom:
         html = self.out / "feedback" / f"{sid}.html"
         html.write_text(feedback_html or _notice_html(submission.student, row))
         self.state[sid] = {"student": row.student, "digest": row.digest, "status": row.status,
-                           "reason": row.reason, "cells": row.cells}
+                           "reason": row.reason, "cells": row.cells, "draw": row.draw}
         partial = self.state_path.with_suffix(".partial")
         partial.write_text(json.dumps(self.state, indent=1, ensure_ascii=False))
         partial.replace(self.state_path)
@@ -223,15 +259,21 @@ class Classroom:
         """The recorded row of every submission that has one, in the submissions' order."""
         return [Row(**{key: self.state[s.student_id][key] for key in ("student", "digest", "status",
                                                                        "reason", "cells")},
-                    student_id=s.student_id)
+                    student_id=s.student_id, draw=self.state[s.student_id].get("draw", {}))
                 for s in submissions if s.student_id in self.state]
 
 
-def _notice_html(student: str, row: Row) -> str:
-    """Feedback for a submission that could not run: the reason, in both languages."""
+def identities(submission: Submission) -> list[str]:
+    """The names a student may write in ``STUDENT_ID``: as submitted, and the platform's id."""
+    return [submission.student, *([submission.platform_id] if submission.platform_id else [])]
+
+
+def _notice_html(student: str, row: Row, reason: str | None = None) -> str:
+    """Feedback for a submission that could not run, or whose feedback could not be generated:
+    the recorded score and the reason (``row.reason`` unless given), in both languages."""
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Feedback</title></head><body>"
-            f"<h1>{student}</h1><p><b>0 / {sum(m for _, m in row.cells.values()):g}</b> "
-            f"({row.status})</p><p>Motivo / reason: {row.reason}</p></body></html>")
+            f"<h1>{student}</h1><p><b>{row.total:g} / {sum(m for _, m in row.cells.values()):g}</b> "
+            f"({row.status})</p><p>Motivo / reason: {reason or row.reason}</p></body></html>")
 
 
 def _validate_reply(reply: dict, grade_cells: dict) -> None:
@@ -243,6 +285,10 @@ def _validate_reply(reply: dict, grade_cells: dict) -> None:
         score, maximum = pair
         if float(maximum) != float(grade_cells[name]) or not 0 <= float(score or 0) <= float(maximum):
             raise ValueError(f"worker returned {score}/{maximum} for {name}")
+    fault = reply.get("feedback_fault")
+    if fault is not None and not (isinstance(fault, dict) and isinstance(fault.get("cause"), str)
+                                  and isinstance(fault.get("error"), str)):
+        raise ValueError("worker returned a malformed feedback fault")
     nbformat.validate(nbformat.read(reply["autograded"], 4))
 
 
@@ -250,7 +296,10 @@ def grade_class(options: Options) -> tuple[list[Row], Path]:
     """Grade every submission not graded yet; returns all rows and the grades CSV's path."""
     room = Classroom(options)
     submissions = room.prepare()
-    room.grade(room.to_grade(submissions), len(submissions))
+    try:
+        room.grade(room.to_grade(submissions), len(submissions))
+    finally:
+        room.close()
     rows = room.rows(submissions)
     platforms = {s.student_id: s for s in submissions}
     for row in rows:

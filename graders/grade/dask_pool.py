@@ -307,10 +307,11 @@ class ThreadGrader:
             if not reply["ok"]:
                 cause = reply.get("cause") or reply["error"].strip().splitlines()[-1]
                 return {"status": "failed", "reason": f"grader error: {cause}", "detail": reply["error"]}
-            return {"status": "graded", "reply": {k: reply[k] for k in ("cells", "incidents", "seconds")},
+            kept = {k: reply[k] for k in ("cells", "incidents", "seconds")}
+            return {"status": "graded", "reply": {**kept, "feedback_fault": reply.get("feedback_fault")},
                     "autograded": Path(reply["autograded"]).read_text(encoding="utf-8"),
                     "feedback": (Path(reply["feedback"]).read_text(encoding="utf-8")
-                                 if Path(reply["feedback"]).exists() else None)}
+                                 if reply["feedback"] and Path(reply["feedback"]).exists() else None)}
         finally:
             for folder in (work_dir, socket_dir):
                 _remove(folder)

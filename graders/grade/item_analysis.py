@@ -29,6 +29,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 from graders import nbgrader_adapter as adapter
 from graders.checks import WORDS
 from graders.grade.resilient_execute import INCIDENT
+from graders.grade.results import identity_notes
 from graders.notebook_grading.feedback import ANSI, failing_line, first_hidden_line
 
 KINDS = ("visible", "hidden", "timeout", "incident")
@@ -85,6 +86,7 @@ class ItemAnalysis:
     items: list
     analysed: int
     left_out: dict  # status -> submissions not analysed (they never ran: invalid, wrong lesson…)
+    identity_notes: list = field(default_factory=list)  # notebooks not answering their own questions
 
     @property
     def flagged(self) -> list:
@@ -283,7 +285,7 @@ def analyse(course_dir: Path, lesson: str, rows: list, grade_cells: dict) -> Ite
                  for found, score in zip(failures, scores, strict=True)
                  if score < points and name not in found]
         items.append(_item(name, float(points), scores, totals, lost))
-    return ItemAnalysis(lesson, items, len(analysed), dict(left_out))
+    return ItemAnalysis(lesson, items, len(analysed), dict(left_out), identity_notes(rows))
 
 
 # -- the report -----------------------------------------------------------------------------
@@ -361,6 +363,7 @@ pre {{ white-space: pre-wrap; margin: 0; font-size: 0.85em; }}
 </style></head><body>
 <h1>Item analysis: {lesson}</h1>
 <p>{analysed} submissions analysed{left_out}. {flag_line}</p>
+{identities}
 <img src="{picture}" alt="share of students per outcome, per exercise" style="max-width: 100%; width: 820px">
 <table>
 <tr><th>exercise</th><th>points</th><th>mean</th><th>full marks</th><th>zero</th>
@@ -407,6 +410,13 @@ def _messages_html(item: Item) -> str:
             f"<th>message (first example)</th></tr>{lines}</table>")
 
 
+def _identities_html(analysis: ItemAnalysis) -> str:
+    if not analysis.identity_notes:
+        return ""
+    notes = "".join(f"<li>{html.escape(note)}</li>" for note in analysis.identity_notes)
+    return f"<h2>Concept questions: whose were answered</h2><ul>{notes}</ul>"
+
+
 def write_html(analysis: ItemAnalysis, path: Path, picture: Path) -> Path:
     left_out = ", ".join(f"{count} {status}" for status, count in sorted(analysis.left_out.items()))
     flagged = analysis.flagged
@@ -415,7 +425,7 @@ def write_html(analysis: ItemAnalysis, path: Path, picture: Path) -> Path:
     path.write_text(_PAGE.format(
         lesson=html.escape(analysis.lesson), analysed=analysis.analysed,
         left_out=f" (not analysed, their notebooks never ran: {left_out})" if left_out else "",
-        flag_line=flag_line, picture=html.escape(picture.name),
+        flag_line=flag_line, picture=html.escape(picture.name), identities=_identities_html(analysis),
         rows="\n".join(_table_row(item) for item in analysis.items),
         messages="\n".join(_messages_html(item) for item in analysis.items), **COLOURS),
         encoding="utf-8")

@@ -97,10 +97,15 @@ class WorkerPool:
                         yield outcome
                 yield from self._replace_dead_or_stuck()
         finally:
-            for worker in self.workers:
-                worker.stop()
-            for _, handle in self.slots:
-                handle.close()
+            self.close()
+
+    def close(self) -> None:
+        """Stop every worker and give back their slots (again: nothing more)."""
+        for worker in self.workers:
+            worker.stop()
+        for _, handle in self.slots:
+            handle.close()
+        self.workers, self.slots = [], []
 
     def _spawn(self) -> WorkerProcess:
         self.spawned += 1

@@ -1,8 +1,11 @@
 """A class's results: one row per student, the grades CSV, the summary table and the score picture."""
 
 import csv
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from graders.lesson_checks.identity import DRAW_LINE
 
 # A "failed" submission (the grader itself broke) is tried again on the next run.
 DONE = ("graded", "partial", "invalid", "wrong_lesson", "timeout")
@@ -10,6 +13,9 @@ STATUSES = (*DONE, "failed")
 
 CSV_FIXED = ("student", "student_id")
 CSV_TAIL = ("total", "max", "status", "reason")
+# Whose concept questions were graded (graders/lesson_checks/identity.py): for whom they were drawn,
+# why (own, submitter, another_student, unknown), the name the notebook gave, and which questions.
+CSV_DRAW = ("questions_for", "questions_status", "questions_named", "questions")
 
 
 @dataclass
@@ -24,23 +30,48 @@ class Row:
     cells: dict = field(default_factory=dict)
     platform_id: str = ""  # the learning platform's id of the student (see submissions.py)
     platform: str = ""  # the platform that id comes from
+    draw: dict = field(default_factory=dict)  # the concept questions graded: recorded_draw()
 
     @property
     def total(self) -> float:
         return sum(score for score, _ in self.cells.values())
 
 
+def recorded_draw(nb) -> dict:
+    """What the concept grade cell printed about the draw it graded (``identity``, ``status``,
+    ``named``, ``questions``), or ``{}`` for a notebook that never got there."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for line in (output.get("text") or "").splitlines():
+                if line.startswith(DRAW_LINE):
+                    return json.loads(line.removeprefix(DRAW_LINE))
+    return {}
+
+
 def write_csv(rows: list[Row], grade_cells: dict, path: Path) -> Path:
-    """student, student_id, one column per exercise, total, max, status, reason."""
+    """student, student_id, one column per exercise, total, max, status, reason, then whose concept
+    questions were graded."""
     names = list(grade_cells)
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow([*CSV_FIXED, *names, *CSV_TAIL])
+        writer.writerow([*CSV_FIXED, *names, *CSV_TAIL, *CSV_DRAW])
         for row in rows:
             writer.writerow([row.student, row.student_id,
                              *(f"{row.cells.get(n, [0.0])[0]:g}" for n in names),
-                             f"{row.total:g}", f"{sum(grade_cells.values()):g}", row.status, row.reason])
+                             f"{row.total:g}", f"{sum(grade_cells.values()):g}", row.status, row.reason,
+                             row.draw.get("identity", ""), row.draw.get("status", ""),
+                             row.draw.get("named", ""), " ".join(row.draw.get("questions", []))])
     return path
+
+
+def identity_notes(rows: list[Row]) -> list[str]:
+    """One line per notebook whose concept questions were not its own: for the instructor."""
+    notes = {"another_student": "{student}: answered another student's questions ({named}'s); graded "
+                                "on their own",
+             "unknown": "{student}: its STUDENT_ID names no one in the class ({named!r}); graded on "
+                        "that name's questions: look at it"}
+    return [notes[row.draw["status"]].format(student=row.student, named=row.draw.get("named", ""))
+            for row in rows if row.draw.get("status") in notes]
 
 
 def summary(rows: list[Row], grade_cells: dict, out_dir: Path, flagged=()) -> tuple[str, Path]:
@@ -66,6 +97,7 @@ def summary(rows: list[Row], grade_cells: dict, out_dir: Path, flagged=()) -> tu
     lines += [f"flagged: {item.name}: {item.gap} of {item.students} students passed its visible checks "
               "and failed its hidden tests; the visible checks do not describe the task"
               for item in flagged]
+    lines += identity_notes(rows)
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.hist(totals, bins=[x - 0.5 for x in range(int(maximum) + 2)], color="tab:blue", edgecolor="white")
     ax.set_xlabel(f"score (max {maximum:g})")

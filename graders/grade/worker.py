@@ -8,6 +8,7 @@ That gradebook is scratch: the parent copies the scores into the class's gradebo
 must survive a crash. A worker writes its scratch gradebooks without waiting for the disk.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from graders import nbgrader_adapter as adapter
 from graders.grade.resilient_execute import INCIDENT
 from graders.grade.sandbox import SLOT_ENV
 from graders.kernel_startup import KERNEL_ARGUMENTS
+from graders.lesson_checks.identity import ROSTER_ENV, SUBMITTER_ENV
 
 # A grading kernel keeps no input history on disk (a sandboxed one has no disk to keep it on).
 KERNEL_HISTORY = "--HistoryManager.hist_file=:memory:"
@@ -55,19 +57,49 @@ def _private_course(job: dict) -> Path:
 
 
 def grade(job: dict) -> dict:
-    """Autograde one submission and generate its feedback; returns what the parent needs."""
+    """Autograde one submission and generate its feedback; returns what the parent needs.
+
+    Only a failed autograde fails the job: once the scores are in, a feedback fault comes back
+    beside them (:func:`feedback_or_fault`) and costs the student nothing.
+    """
     start = time.perf_counter()
     lesson, sid = job["lesson"], job["student_id"]
     course_dir = _private_course(job)
     api = adapter.api(course_dir, c=grading_config(course_dir, job))
-    adapter.autograde(api, lesson, sid)
-    feedback = adapter.generate_feedback(api, lesson, sid)
+    with whose_notebook(job):
+        adapter.autograde(api, lesson, sid)
     cells = {name: list(pair) for name, pair in adapter.submission_scores(course_dir, lesson, sid).items()}
     autograded = adapter.submission_path(course_dir, "autograded", sid, lesson)
     incidents = [o["evalue"] for c in json.loads(autograded.read_text())["cells"]
                  for o in c.get("outputs", []) if o.get("ename") == INCIDENT]
     return {"cells": cells, "incidents": sorted(set(incidents)), "autograded": str(autograded),
-            "feedback": str(feedback), "seconds": time.perf_counter() - start}
+            **feedback_or_fault(api, lesson, sid), "seconds": time.perf_counter() - start}
+
+
+@contextlib.contextmanager
+def whose_notebook(job: dict):
+    """The grading kernel learns whose notebook it runs, and who else is in the class, from the
+    environment it inherits (graders/lesson_checks/identity.py): one job at a time per process."""
+    names = {SUBMITTER_ENV: job.get("submitter"), ROSTER_ENV: job.get("roster")}
+    saved = {name: os.environ.pop(name, None) for name in names}
+    os.environ.update({name: json.dumps(value) for name, value in names.items() if value})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+
+
+def feedback_or_fault(api, lesson: str, sid: str) -> dict:
+    """``{"feedback": path}``, or ``{"feedback": None, "feedback_fault": {"cause", "error"}}`` when
+    generating it failed: the parent records the grade and reports the fault."""
+    try:
+        return {"feedback": str(adapter.generate_feedback(api, lesson, sid))}
+    except Exception as error:  # the scores are already in the gradebook: keep them
+        report = fault_report(error)
+        return {"feedback": None, "feedback_fault": {"cause": report["cause"], "error": report["error"]}}
 
 
 RESULT = "@@course-result "

@@ -7,8 +7,10 @@ checked and how. Its texts live apart, in ``texts/<module>.toml``, in both langu
 - ``hints``: the first hint of each exercise, printed by a failing check. It points at the idea and
   the section that teaches it, never at the answer's code;
 - ``more_hints``: a second, stronger hint, printed only when the student asks for it with
-  ``hint("exercise id")`` in a cell of their own;
-- ``concept_keys``: the statements of the lesson's concept check.
+  ``hint("exercise id")`` in a cell of their own.
+
+Its concept questions live in ``questions/<module>.toml``; what every lesson's questions share (the
+draw, the scoring, whose draw is graded) is ``questions.py`` and ``identity.py``.
 
 Reference solutions never live here: a student receives this package. They stay in the hidden
 tests of the grade cells, which the release strips.
@@ -23,9 +25,11 @@ from pathlib import Path
 
 from course.settings import say
 
-__all__ = ["concept_check", "concept_questions", "hint", "lesson_texts"]
+__all__ = ["concept_questions", "hint", "lesson_texts"]
 
 TEXTS = Path(__file__).with_name("texts")
+# What every lesson's concept questions share; the other modules are one per lesson.
+_SHARED = ("identity", "questions")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,31 +39,13 @@ class LessonTexts:
 
     hints: dict
     more_hints: dict
-    concept_keys: list
 
 
 @functools.cache
 def lesson_texts(module: str) -> LessonTexts:
     """The texts of the lesson whose check module is ``module`` (``tensors``, or its full name)."""
     data = tomllib.loads((TEXTS / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
-    return LessonTexts(data.get("hints", {}), data.get("more_hints", {}), data.get("concept_keys", []))
-
-
-def concept_check(module: str):
-    """``check_concepts(ANSWERS)`` for the lesson whose check module is ``module``: the visible part
-    of its concept check (a dict of exactly its statements' keys, each True or False)."""
-    from graders import checks
-
-    texts = lesson_texts(module)
-
-    @checks.keeps_random_state
-    def check_concepts(answers) -> None:
-        """The concept check's visible part: ANSWERS maps each statement's key to True or False."""
-        __tracebackhide__ = True
-        checks.check_concepts(answers, texts)
-
-    check_concepts.__module__ = module
-    return check_concepts
+    return LessonTexts(data.get("hints", {}), data.get("more_hints", {}))
 
 
 def concept_questions(module: str):
@@ -90,8 +76,8 @@ def concept_questions(module: str):
 
 def lesson_modules() -> list:
     """Every per-lesson check module, imported (for tests and tools; a kernel imports only its own)."""
-    return [importlib.import_module(f"{__name__}.{info.name}")
-            for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
+    return [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)
+            if not info.name.startswith("_") and info.name not in _SHARED]
 
 
 def more_hints() -> dict:

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from graders import checks
-from graders.lesson_checks import concept_check, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_texts
 
 __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTCUTS",
            "check_clipped_backward", "check_clipped_identity_backward", "check_clipped_identity_forward",
@@ -22,11 +22,11 @@ __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTC
            "check_finite_difference_grad", "check_finite_difference_grad_black_box",
            "check_freeze_all_but_last", "check_predicted_grad", "check_second_derivative", "check_sgd_step",
            "check_trainable_count", "check_weighted_backward", "check_weighted_backward_one_entry",
-           "gradient_after_snippet", "run_compound"]
+           "grade_concepts", "gradient_after_snippet", "run_compound", "show_questions"]
 
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
-check_concepts = concept_check(__name__)
+show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
 # Library functions that would answer an exercise in one call, switched off while its answer runs,

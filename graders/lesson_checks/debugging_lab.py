@@ -25,21 +25,22 @@ from torch import nn
 from course import training
 from course.diagnose import diagnose
 from graders import checks
-from graders.lesson_checks import concept_check, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "check_block", "check_classifier_learns", "check_clipped_order",
            "check_clipped_update", "check_concepts", "check_diagnose_finds_nothing",
            "check_evaluate_accuracy", "check_evaluate_restores_mode", "check_final_step",
            "check_first_bad_step_by_hand", "check_first_bad_step_on_training",
            "check_first_bad_step_scripted", "check_like_reference", "check_logits_on_model_device",
-           "check_predict", "check_predict_proba", "check_regression_loss", "check_regression_loss_by_hand",
-           "check_residual_by_hand", "check_save_and_reload", "check_train_epoch", "check_train_step",
-           "classification_batch", "epoch_as_step", "grads_of", "mlp"]
+           "check_predict", "check_predict_proba", "check_regression_loss",
+           "check_regression_loss_by_hand", "check_residual_by_hand", "check_save_and_reload",
+           "check_train_epoch", "check_train_step", "classification_batch", "epoch_as_step",
+           "grade_concepts", "grads_of", "mlp", "show_questions"]
 
 # ------------------------------------------------------------------------------------------- texts
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
-check_concepts = concept_check(__name__)
+show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
 # --------------------------------------------------------------------------- course loops switched off
@@ -501,12 +502,16 @@ def check_regression_loss(regression_loss, pred, target, expected, expected_grad
 
 @checks.keeps_random_state
 def check_regression_loss_by_hand(regression_loss):
-    """pred 1, 2, 4 against target 1, 3, 2: squared errors 0, 1, 4, in every pair of shapes."""
-    pred, target = torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 2.0])
-    mean, grad = torch.tensor(5 / 3), torch.tensor([0.0, -2 / 3, 4 / 3])
-    for p in (pred[:, None], pred):
-        for t in (target, target[:, None]):
-            check_regression_loss(regression_loss, p, t, mean, grad)
+    """pred 1, 2, 4 against target 1, 3, 2: squared errors 0, 1, 4; then a single example, 2.5
+    against 0.5 (N = 1, where a shape that drops every size-1 dimension is no longer (N,)); in every
+    pair of shapes."""
+    for pred, target, mean, grad in [
+            (torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 2.0]), torch.tensor(5 / 3),
+             torch.tensor([0.0, -2 / 3, 4 / 3])),
+            (torch.tensor([2.5]), torch.tensor([0.5]), torch.tensor(4.0), torch.tensor([4.0]))]:
+        for p in (pred[:, None], pred):
+            for t in (target, target[:, None]):
+                check_regression_loss(regression_loss, p, t, mean, grad)
 
 
 # ------------------------------------------------------------------ exercise 8: train_epoch_fixed
@@ -599,20 +604,47 @@ def check_evaluate_accuracy(evaluate_fixed, seed=510, n_in=3, n_classes=4, dropo
                                                              f"bytes autograd saved during {name}"))
 
 
+def _modes_seen(layers) -> tuple[list, list]:
+    """Forward hooks noting, for each pass through ``layers`` (name → module), the ``training`` flag
+    of the module that ran: a copy of the model runs them too. Returns (the notes, the handles)."""
+    seen = []
+
+    def note(name):
+        return lambda module, inputs, output: seen.append((name, module.training))
+    return seen, [layer.register_forward_hook(note(name)) for name, layer in layers.items()]
+
+
 @checks.keeps_random_state
 def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, True)):
-    """Whatever mode the model arrives in, it leaves in the same one, and so do its layers."""
+    """Whatever mode the model arrives in, it is run in evaluation mode (BatchNorm and Dropout
+    included), and it leaves in the mode it arrived in, and so do its layers. A function that never
+    runs the model has evaluated nothing, and restored nothing either."""
+    hint = HINTS["evaluate_fixed"]
     model = mlp(3, 8, 2, batchnorm=True, dropout=0.4)
     x, y = classification_batch(10, 3, 2, checks.seeded_generator(seed))
+    layers = {"model[1] (BatchNorm1d)": model[1], "model[3] (Dropout)": model[3]}
     for start in modes:
         model.train(start)
         mode = "train" if start else "eval"
-        _run("check_evaluate_restores_mode", evaluate_fixed, model, x, y, name=f"evaluate_fixed [{mode}]",
-             hint=HINTS["evaluate_fixed"])
-        for key, module in [("model", model), ("model[1] (BatchNorm1d)", model[1]),
-                            ("model[3] (Dropout)", model[3])]:
+        seen, handles = _modes_seen(layers)
+        try:
+            _run("check_evaluate_restores_mode", evaluate_fixed, model, x, y, name=f"evaluate_fixed [{mode}]",
+                 hint=hint)
+        finally:
+            for handle in handles:
+                handle.remove()
+        for key in layers:
+            flags = [training for name, training in seen if name == key]
+            checks.check_true(False in flags, hint=hint,
+                              name=checks.both(f"{key} durante evaluate_fixed [{mode}]",
+                                               f"{key} during evaluate_fixed [{mode}]"),
+                              expected=checks.both("al menos una pasada en modo evaluación (training=False)",
+                                                   "at least one pass in evaluation mode (training=False)"),
+                              got=checks.both(f"{len(flags)} pasadas, {flags.count(False)} en evaluación",
+                                              f"{len(flags)} passes, {flags.count(False)} in evaluation"))
+        for key, module in [("model", model), *layers.items()]:
             checks.check_equal(module.training, start, name=f"{key}.training [{mode} → evaluate_fixed]",
-                               hint=HINTS["evaluate_fixed"])
+                               hint=hint)
 
 
 # ------------------------------------------------------------- exercise 10: residual_block_fixed

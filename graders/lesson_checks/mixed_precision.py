@@ -1,10 +1,16 @@
 """Lesson 06 (GPU and mixed precision): the checks its grade cells call, their harnesses, its hints.
 
-- ``time_per_call`` runs against a simulated clock (``time.perf_counter``) and a spied
-  ``torch.cuda.synchronize``, so that when it waits for a CUDA device is checked on any machine;
-  ``course.timing``'s helpers are switched off meanwhile, because writing that loop is the exercise.
+- ``time_per_call`` runs against a simulated clock (``time.perf_counter``, however it was imported,
+  and its kin ``perf_counter_ns`` and ``timeit.default_timer``), a spied ``torch.cuda.synchronize``
+  and simulated CUDA events, so that when it waits for a CUDA device is checked on any machine. Two
+  ways of timing CUDA are accepted by design: synchronize around clock readings, or events recorded
+  around the call and read once the host waited for them (``torch.cuda.Event(enable_timing=True)``,
+  ``elapsed_time`` in ms); the simulated events follow CUDA's documented behaviour, and no test on a
+  CPU proves more than that. ``course.timing``'s helpers are switched off meanwhile, because writing
+  that loop is the exercise.
 - ``fp16_fate`` and ``tensor_bytes`` are checked on cases worked out by hand and on random inputs
-  through properties (the fp16 band a value was drawn from; how bytes grow with the shape).
+  through properties (the fp16 band a value was drawn from, the rounding bands at both ends of
+  fp16's range included; how bytes grow with the shape).
 - ``amp_train_step`` runs on a model with probes, a loss that notes the gradient of the loss it
   returns, and a real ``GradScaler`` that notes the calls it gets and the gradients its optimizer
   step sees.
@@ -13,6 +19,7 @@
 import math
 import threading
 import time
+import timeit
 import warnings
 from dataclasses import dataclass
 from unittest import mock
@@ -23,21 +30,21 @@ from torch.nn import functional as F
 
 from course import amp, timing
 from graders import checks
-from graders.lesson_checks import concept_check, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_amp_train_step_autocast",
-           "check_amp_train_step_clipping",
-           "check_amp_train_step_scaler", "check_amp_train_step_update", "check_autocast", "check_bytes",
-           "check_clipped_step", "check_concepts", "check_fate_of", "check_fenced_by_syncs",
-           "check_fp16_fate_shape", "check_fp16_fate_values", "check_median_of", "check_never_syncs",
-           "check_pick", "check_pick_amp_dtype", "check_pick_raises", "check_scaled_step", "check_skipped",
-           "check_skipped_step", "check_skipped_steps", "check_tensor_bytes", "check_time_per_call_median",
-           "check_time_per_call_synchronizes", "check_update", "run_amp_steps", "scales_of_a_run"]
+           "check_amp_train_step_clipping", "check_amp_train_step_scaler", "check_amp_train_step_update",
+           "check_autocast", "check_bytes", "check_clipped_step", "check_concepts", "check_fate_of",
+           "check_fenced_by_syncs", "check_fp16_fate_shape", "check_fp16_fate_values", "check_median_of",
+           "check_never_syncs", "check_pick", "check_pick_amp_dtype", "check_pick_raises",
+           "check_scaled_step", "check_skipped", "check_skipped_step", "check_skipped_steps",
+           "check_tensor_bytes", "check_time_per_call_median", "check_time_per_call_synchronizes",
+           "check_update", "grade_concepts", "run_amp_steps", "scales_of_a_run", "show_questions"]
 
 # --------------------------------------------------------------------------------------------- texts
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
-check_concepts = concept_check(__name__)
+show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
 # ------------------------------------------------------------------------------ helpers switched off
@@ -53,12 +60,24 @@ SHORTCUTS = {
 
 
 # ------------------------------------------------------------------------------------ time_per_call
+# What a timing answer may call, each swapped for a simulated stand-in while it runs, under any name
+# the student gave it (checks.stand_ins: `from time import perf_counter` too): the clock, the waits
+# for a CUDA device, and CUDA events, the other right way to time on CUDA.
+_CLOCKS = [(time, "perf_counter"), (time, "perf_counter_ns"), (timeit, "default_timer")]
+_HAS_ACCELERATOR_WAIT = hasattr(getattr(torch, "accelerator", None), "synchronize")
+_WAITS = [(torch.cuda, "synchronize"),
+          *([(torch.accelerator, "synchronize")] if _HAS_ACCELERATOR_WAIT else [])]
+_EVENTS = [(torch.cuda, "Event"), *([(torch, "Event")] if hasattr(torch, "Event") else [])]
+
+
 @dataclass
 class _TimingRun:
     """One call of a student's ``time_per_call``: what it returned and what happened, in order.
 
-    ``events`` holds ``"call"`` (``fn()``), ``"sync"`` (``torch.cuda.synchronize``) and ``"clock"``
-    (a reading of ``time.perf_counter``).
+    ``events`` holds ``"call"`` (``fn()``), ``"sync"`` (``torch.cuda.synchronize``), ``"clock"``
+    (a reading of ``time.perf_counter``), and for CUDA events ``("record", k)`` (event ``k``
+    recorded), ``("wait", k)`` (the host waited for event ``k``) and ``("elapsed", j, k)``
+    (``events[j].elapsed_time(events[k])`` read).
     """
 
     label: str
@@ -66,34 +85,91 @@ class _TimingRun:
     events: list
 
 
+class _EventLog:
+    """The simulated clock and the spies' notebook: what a timing answer did, in order."""
+
+    def __init__(self, durations):
+        self.durations, self.events, self.now, self.count = durations, [], 1000.0, 0
+        self.thread = threading.get_ident()
+        # what each swapped object is, read before any is swapped
+        self.kinds = {id(getattr(owner, name)): kind
+                      for kind, targets in (("clock", _CLOCKS), ("wait", _WAITS), ("event", _EVENTS))
+                      for owner, name in targets}
+        self.ns_clock = time.perf_counter_ns
+
+    def call(self):
+        self.now += self.durations[min(self.events.count("call"), len(self.durations) - 1)]
+        self.events.append("call")
+
+    def stand_in(self, original, label):
+        """What replaces ``original`` (a clock, a wait or an event class) while the answer runs."""
+        kind = self.kinds[id(original)]
+        if kind == "event":
+            return self.event_class()
+        if kind == "wait":
+            return lambda *args, **kwargs: self.events.append("sync")
+        in_ns = original is self.ns_clock
+
+        def read_clock():
+            if threading.get_ident() != self.thread:       # the kernel's other threads keep real time
+                return original()
+            self.events.append("clock")
+            return round(self.now * 1e9) if in_ns else self.now
+        return read_clock
+
+    def event_class(self):
+        log = self
+
+        class SimulatedEvent:
+            """A CUDA event on the simulated clock: ``record``, ``synchronize``, ``query``, ``wait``,
+            ``elapsed_time`` (milliseconds, as CUDA's)."""
+
+            def __init__(self, *args, enable_timing=False, **kwargs):
+                self.number, self.timing, self.at = log.count, enable_timing, None
+                log.count += 1
+
+            def record(self, *args, **kwargs):
+                self.at = log.now
+                log.events.append(("record", self.number))
+
+            def synchronize(self):
+                log.events.append(("wait", self.number))
+
+            def query(self):
+                log.events.append(("wait", self.number))
+                return True
+
+            def wait(self, *args, **kwargs):   # makes a stream wait, not the host
+                pass
+
+            def elapsed_time(self, end):
+                if not (self.timing and getattr(end, "timing", False)):
+                    raise RuntimeError(checks.say(checks.both(
+                        "elapsed_time necesita dos eventos creados con enable_timing=True",
+                        "elapsed_time needs two events created with enable_timing=True")))
+                if self.at is None or end.at is None:
+                    raise RuntimeError(checks.say(checks.both(
+                        "elapsed_time de un evento que no se ha grabado (record)",
+                        "elapsed_time of an event that was never recorded")))
+                log.events.append(("elapsed", self.number, end.number))
+                return (end.at - self.at) * 1000.0
+        return SimulatedEvent
+
+
 def _watch_time_per_call(check: str, time_per_call, device, *, durations, warmup: int, hint) -> _TimingRun:
-    """Call ``time_per_call(fn, device, repeats, warmup)`` on a simulated clock with spied waits, and
-    the helpers of ``check`` off.
+    """Call ``time_per_call(fn, device, repeats, warmup)`` on a simulated clock with spied waits and
+    events, and the helpers of ``check`` off.
 
     ``fn`` advances the clock by ``durations[k]`` on its k-th call, instantly; ``torch.cuda``'s
-    synchronize only takes a note, so a CUDA device can be checked on any machine.
+    synchronize and events only take notes, so a CUDA device can be checked on any machine.
     """
-    events, clock = [], [1000.0]
+    log = _EventLog(durations)
     repeats = len(durations) - warmup
-    checking_thread = threading.get_ident()
-    real_clock = time.perf_counter
-
-    def read_clock():
-        if threading.get_ident() != checking_thread:      # the kernel's other threads keep real time
-            return real_clock()
-        events.append("clock")
-        return clock[0]
-
-    def fn():
-        clock[0] += durations[min(events.count("call"), len(durations) - 1)]
-        events.append("call")
-
     label = f"time_per_call(fn, {device!r}, repeats={repeats}, warmup={warmup})"
-    with mock.patch.object(time, "perf_counter", read_clock), \
-            mock.patch.object(torch.cuda, "synchronize", lambda *args, **kwargs: events.append("sync")):
-        returned = checks.run_answer(time_per_call, fn, device, repeats=repeats, warmup=warmup,
+    with checks.stand_ins(_CLOCKS + _WAITS + _EVENTS, log.stand_in, time_per_call):
+        returned = checks.run_answer(time_per_call, log.call, device, repeats=repeats, warmup=warmup,
                                      name=label, hint=hint, shortcuts=SHORTCUTS[check])
-    return _TimingRun(label, returned, events)
+    return _TimingRun(label, returned, log.events)
 
 
 def _check_calls_of_fn(run: _TimingRun, expected: int, hint) -> None:
@@ -136,31 +212,72 @@ def check_time_per_call_median(time_per_call) -> None:
 
 @checks.keeps_random_state
 def check_fenced_by_syncs(time_per_call, device, *, repeats: int, warmup: int) -> None:
-    """On a CUDA device: wait, read the clock, call, wait, read the clock, for every timed call."""
+    """On a CUDA device, every timed call is timed only once its work is done, in one of two ways:
+    wait, read the clock, call, wait, read the clock; or record an event, call, record another, and
+    read their elapsed time only after waiting for the second. Times come back in seconds."""
     _fenced_by_syncs("check_fenced_by_syncs", time_per_call, device, repeats=repeats, warmup=warmup)
+
+
+def _timed_by_clock(events, i) -> bool:
+    return events[i - 2:i] == ["sync", "clock"] and events[i + 1:i + 3] == ["sync", "clock"]
+
+
+def _timed_by_events(events, i) -> bool:
+    """The call at ``i`` sits between two event records, and their elapsed time is read after the
+    host waited for the second one (a device-wide wait, or a wait for an event recorded since)."""
+    before, after = events[i - 1] if i else None, events[i + 1] if i + 1 < len(events) else None
+    if not (isinstance(before, tuple) and isinstance(after, tuple) and before[0] == after[0] == "record"):
+        return False
+    start, end = before[1], after[1]
+    since, waited = {end}, False
+    for event in events[i + 2:]:
+        if event in (("record", start), ("record", end)):      # re-recorded before being read
+            return False
+        if event == ("elapsed", start, end):
+            return waited
+        if isinstance(event, tuple) and event[0] == "record":
+            since.add(event[1])
+        waited = waited or event == "sync" or (isinstance(event, tuple) and event[0] == "wait"
+                                                and event[1] in since)
+    return False
+
+
+def _shown(events) -> str:
+    return " ".join(event if isinstance(event, str) else f"{event[0]}({','.join(map(str, event[1:]))})"
+                    for event in events)
 
 
 def _fenced_by_syncs(check: str, time_per_call, device, *, repeats: int, warmup: int) -> None:
     hint = HINTS["time_per_call_sync"]
-    run = _watch_time_per_call(check, time_per_call, device, durations=[0.01] * (warmup + repeats),
+    timed = [round(0.01 * (1 + (3 * k) % 7), 4) for k in range(repeats)]
+    run = _watch_time_per_call(check, time_per_call, device, durations=[60.0] * warmup + timed,
                                warmup=warmup, hint=hint)
     _check_calls_of_fn(run, warmup + repeats, hint)
     events = run.events
     calls = [i for i, event in enumerate(events) if event == "call"][warmup:]
-    fenced = all(events[i - 2:i] == ["sync", "clock"] and events[i + 1:i + 3] == ["sync", "clock"]
-                 for i in calls)
+    fenced = all(_timed_by_clock(events, i) or _timed_by_events(events, i) for i in calls)
     checks.check_true(fenced, hint=hint,
                       name=checks.both(f"{run.label}: orden de los sucesos", f"{run.label}: order of events"),
-                      expected=checks.both("sync clock call sync clock en cada llamada medida (sync: "
-                                           "torch.cuda.synchronize; clock: time.perf_counter; call: fn())",
-                                           "sync clock call sync clock for every timed call (sync: "
-                                           "torch.cuda.synchronize; clock: time.perf_counter; call: fn())"),
-                      got=" ".join(events))
+                      expected=checks.both(
+                          "sync clock call sync clock en cada llamada medida (sync: torch.cuda.synchronize; "
+                          "clock: time.perf_counter; call: fn()), o con eventos de CUDA: record(a) call "
+                          "record(b), y elapsed(a,b) tras una espera (sync o wait(b))",
+                          "sync clock call sync clock for every timed call (sync: torch.cuda.synchronize; "
+                          "clock: time.perf_counter; call: fn()), or with CUDA events: record(a) call "
+                          "record(b), and elapsed(a,b) after a wait (sync or wait(b))"),
+                      got=_shown(events))
+    seconds = checks.both(f"{run.label}: el tiempo devuelto, en segundos, con llamadas medidas de "
+                          f"{', '.join(f'{t:g}' for t in timed)} s",
+                          f"{run.label}: the time returned, in seconds, with timed calls of "
+                          f"{', '.join(f'{t:g}' for t in timed)} s")
+    checks.check_type(run.returned, float, name=seconds, hint=hint)
+    checks.check_true(min(timed) - 1e-9 <= run.returned <= max(timed) + 1e-9, hint=hint, name=seconds,
+                      expected=f"{min(timed):g} … {max(timed):g}", got=f"{run.returned:g}")
 
 
 @checks.keeps_random_state
 def check_never_syncs(time_per_call, device, *, repeats: int, warmup: int) -> None:
-    """On any device but CUDA there is nothing to wait for."""
+    """On any device but CUDA there is nothing to wait for, and no CUDA event to record."""
     _never_syncs("check_never_syncs", time_per_call, device, repeats=repeats, warmup=warmup)
 
 
@@ -172,6 +289,9 @@ def _never_syncs(check: str, time_per_call, device, *, repeats: int, warmup: int
     checks.check_equal(run.events.count("sync"), 0, hint=hint,
                        name=checks.both(f"{run.label}: llamadas a torch.cuda.synchronize",
                                         f"{run.label}: calls of torch.cuda.synchronize"))
+    checks.check_equal(sum(isinstance(event, tuple) for event in run.events), 0, hint=hint,
+                       name=checks.both(f"{run.label}: usos de eventos de CUDA",
+                                        f"{run.label}: uses of CUDA events"))
 
 
 @checks.keeps_random_state
@@ -251,14 +371,32 @@ def check_fate_of(fp16_fate, values, expected, *, name, hint=None) -> None:
     checks.check_close(got, expected, name=name, hint=hint)
 
 
+def _values_near_the_top(generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Values just above fp16's largest, 65504, with random signs: below 65520, half-way to the next
+    step (65536), they round down to 65504 and survive; from 65520 on they become inf."""
+    below = 65504.5 + 15 * torch.rand(3, generator=generator, dtype=torch.float64)
+    above = 65520 + 400 * torch.rand(3, generator=generator, dtype=torch.float64)
+    signs = torch.where(torch.rand(6, generator=generator) < 0.5, -1.0, 1.0).double()
+    return (signs * torch.cat([below, above])).float(), torch.tensor([_OK] * 3 + [_BECOMES_INF] * 3)
+
+
 @checks.keeps_random_state
 def check_fp16_fate_values(fp16_fate) -> None:
-    """A row worked out by hand (4e-8 rounds up to fp16's smallest subnormal), then random values."""
-    values = torch.tensor([0.0, 1.0, -3e4, 7e4, -1e5, 1e-3, 3e-5, -1e-5, 1e-7, 4e-8, -2e-8, 1e-12, 1e30])
+    """A row worked out by hand (4e-8 rounds up to fp16's smallest subnormal; 65519 rounds down to
+    its largest, 65520 up to inf), random values near the top, then random values of every fate."""
+    values = torch.tensor([0.0, 1.0, -3e4, 7e4, -1e5, 1e-3, 3e-5, -1e-5, 1e-7, 4e-8, -2e-8, 1e-12, 1e30,
+                           65510.0, -65519.0, 65520.0])
     shown = ", ".join(f"{v:g}" for v in values.tolist())
-    check_fate_of(fp16_fate, values, torch.tensor([0, 0, 0, 3, 3, 0, 1, 1, 1, 1, 2, 2, 3]),
+    check_fate_of(fp16_fate, values, torch.tensor([0, 0, 0, 3, 3, 0, 1, 1, 1, 1, 2, 2, 3, 0, 0, 3]),
                   name=f"fp16_fate(torch.tensor([{shown}]))")
-    values, fates = _values_with_known_fates(40, checks.fresh_generator())
+    generator = checks.fresh_generator()
+    values, fates = _values_near_the_top(generator)
+    check_fate_of(fp16_fate, values, fates,
+                  name=checks.both(f"fp16_fate(valores al azar junto al mayor de fp16, 65504: "
+                                   f"{values.tolist()})",
+                                   f"fp16_fate(random values next to fp16's largest, 65504: "
+                                   f"{values.tolist()})"))
+    values, fates = _values_with_known_fates(40, generator)
     check_fate_of(fp16_fate, values, fates,
                   name=checks.both(f"fp16_fate(40 valores al azar: {values.tolist()})",
                                    f"fp16_fate(40 random values: {values.tolist()})"))

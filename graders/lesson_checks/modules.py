@@ -18,17 +18,17 @@ import torchvision
 from torch import nn
 
 from graders import checks
-from graders.lesson_checks import concept_check, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_count_parameters",
            "check_count_trainable", "check_init_biases", "check_init_weights", "check_load_is_strict",
            "check_load_weights", "check_mlp_forward", "check_mlp_structure", "check_mode_restored",
            "check_no_graph", "check_residual_forward", "check_residual_structure", "check_save_weights",
-           "check_train_and_eval_outputs"]
+           "check_train_and_eval_outputs", "grade_concepts", "show_questions"]
 
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
-check_concepts = concept_check(__name__)
+show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
 # Library classes that would answer an exercise in one call, switched off while its answer runs, by
@@ -459,11 +459,15 @@ def check_init_biases(init_weights, model=None, seed: int = 308) -> None:
 # Exercise 6 · train_and_eval_outputs -----------------------------------------------------------------
 
 class _GradProbe(nn.Module):
-    """Lets its input through and records, for each call, whether autograd records."""
+    """Lets its input through and records, for each call, whether autograd records. A deep copy of
+    it (an answer may run a copy of the model) records into the same list."""
 
-    def __init__(self):
+    def __init__(self, recording=None):
         super().__init__()
-        self.recording = []
+        self.recording = [] if recording is None else recording
+
+    def __deepcopy__(self, memo):
+        return _GradProbe(self.recording)
 
     def forward(self, x):
         self.recording.append(torch.is_grad_enabled())
@@ -537,17 +541,46 @@ def check_no_graph(function, seed: int = 309) -> None:
                            hint=hint)
 
 
+def _modes_seen(layers) -> tuple[list, list]:
+    """Forward hooks noting, for each pass through ``layers`` (name → module), the ``training`` flag
+    of the module that ran: a copy of the model runs them too. Returns (the notes, the handles)."""
+    seen = []
+
+    def note(name):
+        return lambda module, inputs, output: seen.append((name, module.training))
+    return seen, [layer.register_forward_hook(note(name)) for name, layer in layers.items()]
+
+
 @checks.keeps_random_state
 def check_mode_restored(function) -> None:
-    """The model, and every submodule, ends in the mode it started in."""
+    """The model runs in both modes inside the function (both outputs need it), and the model, and
+    every submodule, ends in the mode it started in. A function that never runs the model has
+    switched nothing, and restored nothing either."""
     __tracebackhide__ = True
     hint = HINTS["train_and_eval_outputs.mode"]
     model = nn.Sequential(nn.Linear(5, 5), nn.Dropout(0.3), nn.Sequential(nn.Linear(5, 2), nn.Dropout(0.1)))
     x = torch.randn(4, 5)
+    layers = {"model[1]": model[1], "model[2][1]": model[2][1]}
     for start in (False, True, False):
         model.train(start)
-        checks.check_runs(function, model, x, name="train_and_eval_outputs(model, x)", hint=hint)
         mode = "train" if start else "eval"
+        seen, handles = _modes_seen(layers)
+        try:
+            checks.check_runs(function, model, x, name="train_and_eval_outputs(model, x)", hint=hint)
+        finally:
+            for handle in handles:
+                handle.remove()
+        for name in layers:
+            flags = [training for key, training in seen if key == name]
+            checks.check_true(True in flags and False in flags, hint=hint,
+                              name=checks.both(f"{name} (Dropout) durante train_and_eval_outputs [{mode}]",
+                                               f"{name} (Dropout) during train_and_eval_outputs [{mode}]"),
+                              expected=checks.both("una pasada en modo entrenamiento y otra en evaluación",
+                                                   "a pass in training mode and one in evaluation mode"),
+                              got=checks.both(f"{flags.count(True)} en entrenamiento, "
+                                              f"{flags.count(False)} en evaluación",
+                                              f"{flags.count(True)} in training, {flags.count(False)} in "
+                                              "evaluation"))
         for name, layer in (("model", model), ("model[2][1]", model[2][1])):
             checks.check_equal(layer.training, start, hint=hint,
                                name=f"{name}.training [{mode} → train_and_eval_outputs]")

@@ -8,11 +8,7 @@ and ``en``, and, if any, the ``code`` it is about and the ``probe`` (the express
 asks for). The right answers are not here (a student receives this package): they stay in the
 hidden test of the concept grade cell.
 
-Whose draw is graded (:func:`whose_draw`): the notebook names its student in ``STUDENT_ID``, or, on
-a JupyterHub, by the hub user. A grader that knows the submitter (``course grade`` through
-``COURSE_SUBMITTER`` and ``COURSE_ROSTER``; stock ``nbgrader autograde`` through its course
-directory) grades the submitter's own draw when the notebook names another student of the class,
-and the notebook's draw, flagged for the instructor, when it names no one in the class.
+Whose draw is graded is :mod:`graders.lesson_checks.identity`'s decision.
 
 Scoring: a right answer earns one, a wrong one costs one, ``None`` (no answer) neither; the total
 never goes below zero. A constant or random answer earns nothing on average.
@@ -24,22 +20,23 @@ import hashlib
 import json
 import math
 import numbers
-import os
 import random
-import sqlite3
 import tomllib
-import unicodedata
 from pathlib import Path
 
 import torch
 
 from course.settings import say
+from graders.lesson_checks.identity import (
+    DRAW_LINE,
+    grader_knowledge,
+    normalized,
+    notebook_identity,
+    whose_draw,
+)
 
 QUESTIONS = Path(__file__).with_name("questions")
 KINDS = ("shape", "int", "float", "dtype", "choice")
-SUBMITTER_ENV, ROSTER_ENV = "COURSE_SUBMITTER", "COURSE_ROSTER"
-# The line a grading run prints, for the class grader to record: a fixed prefix, then JSON.
-DRAW_LINE = "concept draw: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,77 +67,12 @@ def pool(module: str) -> Pool:
     return Pool(int(data["ask"]), questions)
 
 
-def normalized(identity) -> str:
-    """An identity as compared and drawn for: case, accents' encoding and spacing do not count."""
-    return " ".join(unicodedata.normalize("NFKC", str(identity or "")).casefold().split())
-
-
 def draw(module: str, identity: str) -> list[str]:
     """The ids of the questions drawn for ``identity``, in the order they are asked."""
     lesson_pool = pool(module)
     seed = hashlib.sha256(f"{module.rpartition('.')[2]}\0{normalized(identity)}".encode()).digest()
     generator = random.Random(int.from_bytes(seed[:8], "big"))
     return generator.sample(sorted(lesson_pool.questions), lesson_pool.ask)
-
-
-# ---------------------------------------------------------------------------- whose draw is graded
-@dataclasses.dataclass(frozen=True)
-class Draw:
-    """Whose questions are graded: ``status`` is ``own`` (the notebook's identity, the submitter's or
-    no grader's), ``submitter`` (none written: the submitter's), ``another_student`` (the notebook
-    names ``named``, another student of the class: the submitter's) or ``unknown`` (it names
-    ``named``, no one in the class: the notebook's, for the instructor to look at)."""
-
-    identity: str
-    status: str
-    named: str = ""
-
-
-def notebook_identity(written) -> str:
-    """Who the notebook says its student is: ``STUDENT_ID`` as written, else the hub user."""
-    return str(written or "").strip() or os.environ.get("JUPYTERHUB_USER", "")
-
-
-def whose_draw(written, submitter: list[str] | None, roster: list[list[str]]) -> Draw:
-    """Whose draw to grade, from the notebook's ``STUDENT_ID`` and what the grader knows: the
-    submitter's identities (``None`` when it knows none) and every student's, the class roster."""
-    if submitter is None:
-        return Draw(notebook_identity(written), "own")
-    written = str(written or "").strip()
-    if not written:
-        return Draw(submitter[0], "submitter")
-    if normalized(written) in {normalized(form) for form in submitter}:
-        return Draw(written, "own")
-    for student in roster:
-        if normalized(written) in {normalized(form) for form in student}:
-            return Draw(submitter[0], "another_student", student[0])
-    return Draw(written, "unknown", written)
-
-
-def _stock_nbgrader() -> tuple[list[str], list[list[str]]] | None:
-    """The submitter and the class as stock ``nbgrader autograde`` knows them: it runs the notebook
-    in ``<course>/autograded/<student>/<assignment>``; the class is who submitted, and the gradebook's
-    students (their ids, names and emails)."""
-    here = Path.cwd()
-    if os.environ.get("NBGRADER_EXECUTION") != "autograde" or here.parent.parent.name != "autograded":
-        return None
-    course = here.parents[2]
-    roster = {p.name: [p.name] for p in sorted((course / "submitted").glob("*")) if p.is_dir()}
-    database = course / "gradebook.db"
-    if database.exists():
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
-            for sid, first, last, email in db.execute("SELECT id, first_name, last_name, email FROM student"):
-                forms = [f"{first or ''} {last or ''}".strip(), email or ""]
-                roster.setdefault(sid, [sid]).extend(form for form in forms if form)
-    return roster.get(here.parent.name, [here.parent.name]), list(roster.values())
-
-
-def grader_knowledge() -> tuple[list[str] | None, list[list[str]]]:
-    """``(the submitter's identities, the roster)`` as the grading run knows them, or ``(None, [])``
-    when this is not a grading run (the student's own, ``make check``)."""
-    if os.environ.get(SUBMITTER_ENV):
-        return json.loads(os.environ[SUBMITTER_ENV]), json.loads(os.environ.get(ROSTER_ENV, "[]"))
-    return _stock_nbgrader() or (None, [])
 
 
 # ------------------------------------------------------------------------------------- answers

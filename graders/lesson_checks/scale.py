@@ -37,7 +37,7 @@ from course import distributed, training
 from course.memory import SavedTensorMeter, model_state_tensors
 from course.settings import say
 from graders import checks
-from graders.lesson_checks import concept_check, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_texts
 
 __all__ = [
     "HINTS", "MORE_HINTS", "PackageRun", "blocks", "package_run", "per_rank_gradients", "probe_weights",
@@ -49,12 +49,12 @@ __all__ = [
     "check_optimizer_on", "check_package_learns", "check_package_ranks_agree", "check_package_shards",
     "check_prepared_on", "check_ranks_agree_on", "check_segments_for_budget", "check_shard_indices_in_order",
     "check_shard_indices_shuffled", "check_shards_on", "check_shards_on_run", "check_top_k_names_input",
-    "check_top_k_names_output", "check_trainable_optimizer",
+    "check_top_k_names_output", "check_trainable_optimizer", "grade_concepts", "show_questions",
 ]
 
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
-check_concepts = concept_check(__name__)
+show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
 # ------------------------------------------------------------------------------ switched-off tools

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course import data, training
 from graders import checks
 from graders.checks import say
-from graders.lesson_checks import concept_check, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_texts
 
 __all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation_step", "check_accuracy",
            "check_adamw_step_decay", "check_adamw_step_moments", "check_classifier",
@@ -31,11 +31,11 @@ __all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation
            "check_evaluate_values", "check_fit_history", "check_fit_keeps_best", "check_loaders_batches",
            "check_loaders_order", "check_log_epoch_metrics", "check_log_epoch_steps", "check_make_transform",
            "check_train_one_epoch_loss", "check_train_one_epoch_steps", "check_warmup_cosine",
-           "check_warmup_cosine_scheduler"]
+           "check_warmup_cosine_scheduler", "grade_concepts", "show_questions"]
 
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
-check_concepts = concept_check(__name__)
+show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
 # ------------------------------------------------------------------------------- shortcuts off

@@ -3,6 +3,11 @@ output line that repeats them.
 
 nbgrader puts hidden tests back before grading and, by design, shows them in feedback
 (jupyter/nbgrader#917). This preprocessor runs in ``GenerateFeedback`` after the grades are read.
+Hidden tests live only in the instructor's test cells (grade cells that are not answers, whose
+source nbgrader restored from the gradebook before grading): only those are searched for the
+markers. A student's own cells are shown as written, so marker text a student typed there (a
+comment quoting ``### BEGIN HIDDEN TESTS``) neither hides their code nor makes nbgrader's
+``ClearHiddenTests`` raise, which would fail the feedback.
 The kernel's guard already removes hooks that could print a cell's source; redacting every output
 line that reproduces a hidden test is the defence in depth behind it.
 
@@ -18,6 +23,7 @@ from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import ClearHiddenTests
 
+from graders.nbgrader_adapter import is_grade_cell, is_solution_cell
 from graders.release.editions import edition_language
 
 HIDDEN_FAILED = {
@@ -62,6 +68,11 @@ class FeedbackHTMLExporter(HTMLExporter):
         return environment
 
 
+def holds_tests(cell) -> bool:
+    """An instructor's test cell: a grade cell that is not an answer (the only place for hidden tests)."""
+    return cell.cell_type == "code" and is_grade_cell(cell) and not is_solution_cell(cell)
+
+
 def first_hidden_line(source: str, marker: str) -> int | None:
     for number, line in enumerate(source.split("\n"), start=1):
         if marker in line:
@@ -79,14 +90,15 @@ def failing_line(output) -> int | None:
 
 
 def hidden_lines(nb, begin: str, end: str) -> set[str]:
-    """The lines of hidden tests that appear nowhere else in the notebook's code, stripped."""
+    """The lines of the test cells' hidden tests that appear nowhere else in the notebook's code,
+    stripped."""
     hidden, visible = set(), set()
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         inside = False
         for line in cell.source.split("\n"):
-            if begin in line or end in line:
+            if holds_tests(cell) and (begin in line or end in line):
                 inside = begin in line
                 continue
             (hidden if inside else visible).add(line.strip())
@@ -128,9 +140,9 @@ class HideHiddenTests(ClearHiddenTests):
             output.traceback = [redact(line, self._secrets, notice) for line in output.traceback]
 
     def preprocess_cell(self, cell, resources, cell_index):
-        hidden_from = None
-        if cell.cell_type == "code":
-            hidden_from = first_hidden_line(cell.source, self.begin_test_delimeter)
+        if not holds_tests(cell):
+            return cell, resources  # the student's own cell, marker text and all
+        hidden_from = first_hidden_line(cell.source, self.begin_test_delimeter)
         cell, resources = super().preprocess_cell(cell, resources, cell_index)
         if hidden_from is None:
             return cell, resources

@@ -1,0 +1,324 @@
+"""Plausible wrong answers, one per exercise that has a second hint: the mistake a student is likely
+to make, not a crash. :mod:`test_answer_cells` checks that each fails its check with a message that
+says what was expected and what was got, and that the hint the message offers works."""
+
+WRONG_ANSWERS: dict[str, dict[str, str]] = {
+    "01_tensors": {
+        # the size-1 dimensions in each other's place: an (M, N) result
+        "pairwise_distances": '''
+def pairwise_distances(a, b):
+    differences = a[None, :, :] - b[:, None, :]
+    return differences.pow(2).sum(dim=-1).sqrt()
+''',
+        # divides by the sum of the whole matrix, not each row's
+        "normalize_rows": '''
+def normalize_rows(counts):
+    return counts / counts.sum()
+''',
+    },
+    "02_autograd": {
+        # divides the central difference by eps instead of 2·eps
+        "finite_difference_grad": '''
+def finite_difference_grad(f, x, eps=1e-6):
+    grad = torch.zeros(x.shape, dtype=x.dtype)
+    for i in range(x.numel()):
+        step = torch.zeros(x.shape, dtype=x.dtype)
+        step.view(-1)[i] = eps
+        grad.view(-1)[i] = (f(x + step) - f(x - step)) / eps
+    return grad
+''',
+        # one backward() per output: the right gradients, but the engine is entered once per output
+        "weighted_backward": '''
+def weighted_backward(outputs, weights):
+    for output, weight in zip(outputs, weights):
+        gradient = weight if isinstance(weight, torch.Tensor) else torch.full_like(output, weight)
+        output.backward(gradient, retain_graph=True)
+''',
+        # the first derivative is taken without create_graph: it cannot be differentiated again
+        "second_derivative": '''
+def second_derivative(f, x):
+    x = x.detach().requires_grad_(True)
+    (first,) = torch.autograd.grad(f(x).sum(), x)
+    (second,) = torch.autograd.grad(first.sum(), x)
+    return second
+''',
+        # the straight-through estimator: the gradient passes unchanged where x was clipped too
+        "clipped_identity": '''
+class ClippedIdentity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, low, high):
+        return x.clamp(low, high)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None, None
+''',
+    },
+    "03_modules": {
+        # a ReLU after the last layer too
+        "mlp": '''
+class MLP(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        layers = []
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+''',
+        # only the model's direct children are visited: nested layers keep their default init
+        "init_weights": '''
+def init_weights(model):
+    for module in model.children():
+        if isinstance(module, nn.Linear):
+            nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+    return model
+''',
+    },
+    "04_training_loop": {
+        # pin_memory compares the device with the text "cuda": wrong for "cuda:0" or a torch.device
+        "make_loaders": '''
+from torchvision import datasets
+
+
+def make_loaders(root, transform, batch_size, num_workers=0, device="cpu"):
+    train_set = datasets.FashionMNIST(root, train=True, transform=transform, download=False)
+    test_set = datasets.FashionMNIST(root, train=False, transform=transform, download=False)
+    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                              pin_memory=device == "cuda")
+    test_loader = DataLoader(test_set, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+                             pin_memory=device == "cuda")
+    return train_loader, test_loader
+''',
+        # the mean of the batch losses, not weighted by the batches' sizes
+        "train_one_epoch": '''
+def train_one_epoch(model, loader, loss_fn, optimizer, device):
+    model.train()
+    total = 0.0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total / len(loader)
+''',
+        # evaluation mode, but the graph is still built (no no_grad / inference_mode)
+        "evaluate": '''
+def evaluate(model, loader, loss_fn, device):
+    was_training = model.training
+    model.eval()
+    total, correct, seen = 0.0, 0, 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        logits = model(x)
+        total += loss_fn(logits, y).item() * len(y)
+        correct += (logits.argmax(dim=1) == y).sum().item()
+        seen += len(y)
+    model.train(was_training)
+    return total / seen, correct / seen
+''',
+        # no bias correction of the two moments
+        "adamw_step": '''
+def adamw_step(param, grad, state, lr, betas, eps, weight_decay):
+    if not state:
+        state["step"] = 0
+        state["exp_avg"] = torch.zeros_like(param)
+        state["exp_avg_sq"] = torch.zeros_like(param)
+    beta1, beta2 = betas
+    state["step"] += 1
+    state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
+    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    param.mul_(1 - lr * weight_decay)
+    param.sub_(lr * state["exp_avg"] / (state["exp_avg_sq"].sqrt() + eps))
+''',
+        # the decay's length counted up to total_steps, not to the last step (total_steps - 1)
+        "warmup_cosine": '''
+def warmup_cosine(step, total_steps, warmup_steps, max_lr, min_lr):
+    if step < warmup_steps:
+        return max_lr * step / warmup_steps
+    done = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * done)) / 2
+
+
+def warmup_cosine_scheduler(optimizer, total_steps, warmup_steps, min_lr):
+    max_lr = optimizer.param_groups[0]["lr"]
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, total_steps, warmup_steps, max_lr, min_lr) / max_lr)
+''',
+        # keeps a reference to the state_dict, not a copy: the last epoch's weights end up loaded
+        "fit": '''
+def fit(model, train_loader, val_loader, loss_fn, optimizer, device, epochs, scheduler=None):
+    history = {"train_loss": [], "val_loss": [], "val_acc": [], "best_epoch": -1}
+    best_acc, best_state = -1.0, None
+    for epoch in range(epochs):
+        history["train_loss"].append(train_one_epoch(model, train_loader, loss_fn, optimizer, device))
+        val_loss, val_acc = evaluate(model, val_loader, loss_fn, device)
+        history["val_loss"].append(val_loss)
+        history["val_acc"].append(val_acc)
+        if scheduler is not None:
+            scheduler.step()
+        if val_acc > best_acc:
+            best_acc, best_state = val_acc, model.state_dict()
+            history["best_epoch"] = epoch
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return history
+''',
+        # each loss divided by the number of micro-batches: right only when they are all the same size
+        "accumulation_step": '''
+def accumulation_step(model, loss_fn, optimizer, micro_batches):
+    optimizer.zero_grad()
+    large_loss = 0.0
+    for x, y in micro_batches:
+        loss = loss_fn(model(x), y) / len(micro_batches)
+        loss.backward()
+        large_loss += loss.item()
+    optimizer.step()
+    return large_loss
+''',
+        # the batches' step starts again at 0 every epoch
+        "log_epoch": '''
+def log_epoch(writer, epoch, batch_losses, metrics):
+    for i, loss in enumerate(batch_losses):
+        writer.add_scalar("loss/train", loss, i)
+    for tag, value in metrics.items():
+        writer.add_scalar(tag, value, epoch)
+    writer.flush()
+''',
+    },
+    "05_debugging_lab": {
+        # saves the whole model object, which torch.load (weights_only=True) refuses to read
+        "save_and_reload": '''
+def save_and_reload(model, make_model, path):
+    torch.save(model, path)
+    fresh = make_model()
+    fresh.load_state_dict(torch.load(path).state_dict())
+    return fresh
+''',
+        # the total is still a tensor: every batch's graph stays alive until the end
+        "train_epoch_fixed": '''
+def train_epoch_fixed(model, batches, loss_fn, optimizer):
+    total = 0.0
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total = total + loss
+    return (total / len(batches)).item()
+''',
+        # always back to training mode, even when the model came in evaluation mode
+        "evaluate_fixed": '''
+def evaluate_fixed(model, x, y):
+    model.eval()
+    with torch.no_grad():
+        accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
+    model.train()
+    return accuracy
+''',
+        # counts the steps from 0
+        "first_bad_step": '''
+def first_bad_step(train_step, model, batch, optimizer, max_steps):
+    for step in range(max_steps):
+        loss = train_step(model, batch, optimizer)
+        if not math.isfinite(float(loss)):
+            return step
+    return None
+''',
+        # fixes the gradients but not the mode: the model is left in evaluation mode
+        "train_step_final": '''
+def train_step_final(model, batch, optimizer):
+    x, y = batch
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        accuracy = (model(x).argmax(dim=1) == y).float().mean()
+    return loss.item(), accuracy.item()
+''',
+    },
+    "06_mixed_precision": {
+        # compares device with the text "cuda": never waits for "cuda:0" or a torch.device
+        "time_per_call": '''
+def time_per_call(fn, device, repeats=10, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+''',
+        # every zero after the conversion counts as an underflow, the input's own zeros too
+        "fp16_fate": '''
+OK, LOSES_BITS, BECOMES_ZERO, BECOMES_INF = 0, 1, 2, 3
+
+
+def fp16_fate(values):
+    stored = values.to(torch.float16)
+    fate = torch.full(values.shape, OK, dtype=torch.int64)
+    fate[(stored != 0) & (stored.abs() < torch.finfo(torch.float16).smallest_normal)] = LOSES_BITS
+    fate[stored == 0] = BECOMES_ZERO
+    fate[stored.isinf()] = BECOMES_INF
+    return fate
+''',
+        # clips the gradients while they are still scaled (no scaler.unscale_ first)
+        "amp_train_step": '''
+def amp_train_step(model, batch, loss_fn, optimizer, scaler, device, dtype, max_norm=None):
+    device = torch.device(device)
+    inputs, targets = (t.to(device) for t in batch)
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=device.type, dtype=dtype, enabled=dtype != torch.float32):
+        loss = loss_fn(model(inputs), targets)
+    scaler.scale(loss).backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item()
+''',
+    },
+    "07_scale": {
+        # adds up every saved tensor: a storage saved twice is counted twice
+        "activation_bytes": '''
+def activation_bytes(model, x):
+    own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    sizes = []
+
+    def pack(tensor):
+        if tensor.untyped_storage().data_ptr() not in own:
+            sizes.append(tensor.untyped_storage().nbytes())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = model(x)
+    total = sum(sizes)
+    del output
+    return total
+''',
+        # contiguous blocks instead of one index in every num_replicas
+        "shard_indices": '''
+def shard_indices(n, num_replicas, rank, shuffle=False, seed=0, epoch=0):
+    if shuffle:
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    else:
+        order = list(range(n))
+    per_rank = -(-n // num_replicas)
+    padded = (order * num_replicas)[:per_rank * num_replicas]
+    return padded[rank * per_rank:(rank + 1) * per_rank]
+''',
+    },
+}
