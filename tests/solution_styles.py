@@ -9,20 +9,14 @@ size-1 dimension, so they pass it and fail the hidden tests, where one side has 
 
 import re
 
-from lesson_files import read_edition
+from lesson_files import read_edition, read_source
 
-from graders.release.editions import fill_solutions
+from graders.release.editions import fill_solutions, solution_sources
 
 LESSON = "01_tensors"
 
-ANSWERS = '''ANSWERS = {
-    "view_copies": False,
-    "from_numpy_shares": True,
-    "int_plus_float_is_int": False,
-    "sum_dim0_shape": True,
-    "broadcast_copies": False,
-    "mixed_devices_ok": False,
-}'''
+# Every student answers the concept questions as the reference does (it answers any draw).
+ANSWERS = solution_sources(read_source(LESSON))["concept_check"]
 
 STYLES = {
     "terse": {

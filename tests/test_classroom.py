@@ -29,7 +29,7 @@ from hostile import (
 from lesson_files import replace_cell, write
 
 from graders.grade.classroom import FEEDBACK_MISSING, Classroom, Options, grade_class
-from graders.grade.results import identity_notes
+from graders.grade.results import CSV_DRAW, identity_notes
 from graders.lesson_checks.questions import draw
 from graders.lessons import ROOT, solution_path
 from graders.notebook_grading.feedback import hidden_lines
@@ -106,7 +106,7 @@ def test_grades_csv_lists_every_student(hostile_class):
     with open(hostile_class["csv"], encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["student"] for r in rows] == sorted(c.name for c in CASES)
-    assert list(rows[0]) == ["student", "student_id", *FULL, "total", "max", "status", "reason"]
+    assert list(rows[0]) == ["student", "student_id", *FULL, "total", "max", "status", "reason", *CSV_DRAW]
     assert {r["max"] for r in rows} == {"11"}
 
 

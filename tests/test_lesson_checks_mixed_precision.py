@@ -598,7 +598,7 @@ def test_in_a_kernel_a_clock_imported_by_name_earns_both_grade_cells_with_their_
 
     source = read_source("06_mixed_precision")
     code = [cell for cell in source.cells if cell.cell_type == "code"]
-    setup = code[:next(i for i, cell in enumerate(code) if "from graders import checks" in cell.source) + 1]
+    setup = code[:next(i for i, cell in enumerate(code) if "from course import amp" in cell.source) + 1]
     imports, clock, sync, scale = RIGHT_TIMERS[form]
     answer = nbformat.v4.new_code_cell(
         imports + "\n" + _ANSWER.replace("CLOCK", clock).replace("SYNC", sync).replace("SCALE", scale))

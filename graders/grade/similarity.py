@@ -54,10 +54,17 @@ class SimilarityReport:
     pairs: list  # Pair, most similar first
 
 
+# The concept answers are values, not code: the same right answer to the same question is no sign
+# of copying, and a copied dictionary answers another student's questions, which grading catches
+# (graders/lesson_checks/identity.py).
+VALUES_ONLY = {"concept_check"}
+
+
 def solution_ids(release_nb: dict) -> list[str]:
-    """The grade ids of the released edition's solution cells, in order."""
+    """The grade ids of the released edition's solution cells that hold code, in order."""
     return [adapter.grade_id(c) for c in release_nb.get("cells", [])
-            if c.get("cell_type") == "code" and adapter.is_solution_cell(c)]
+            if c.get("cell_type") == "code" and adapter.is_solution_cell(c)
+            and adapter.grade_id(c) not in VALUES_ONLY]
 
 
 def _source(cell: dict) -> str:

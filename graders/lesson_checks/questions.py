@@ -158,7 +158,7 @@ WORDS = {
         "not_dict": "ANSWERS debe ser un dict",
         "hint": "ejecuta la celda que muestra tus preguntas y copia la plantilla que imprime; cada "
                 "respuesta tiene la forma que indica su pregunta",
-        "graded": "Preguntas de {who}: bien {right}, mal {wrong}, sin responder {blank}.",
+        "graded": "Preguntas de {who}: bien: {right}; mal: {wrong}; sin responder: {blank}.",
         "another_student": "Este cuaderno responde a las preguntas de {named}, otro estudiante de la "
                            "clase: se califican las preguntas de quien lo entrega, {who}.",
         "unknown": "Este cuaderno dice ser de {named}, que no está en la clase: se califican sus "
@@ -180,7 +180,7 @@ WORDS = {
         "not_dict": "ANSWERS must be a dict",
         "hint": "run the cell that shows your questions and copy the template it prints; each answer "
                 "has the form its question says",
-        "graded": "Questions of {who}: right {right}, wrong {wrong}, unanswered {blank}.",
+        "graded": "Questions of {who}: right: {right}; wrong: {wrong}; unanswered: {blank}.",
         "another_student": "This notebook answers the questions of {named}, another student of the "
                            "class: the questions graded are its submitter's, {who}.",
         "unknown": "This notebook says it belongs to {named}, who is not in the class: its questions "
