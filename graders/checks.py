@@ -440,6 +440,16 @@ INPUT_KEPT = {"es": "la entrada sin cambios", "en": "the input left unchanged"}
 INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
 
 
+def modes_seen(layers) -> tuple[list, list]:
+    """Forward hooks noting, for each pass through ``layers`` (name → module), the ``training`` flag
+    of the module that ran: a copy of the model runs them too. Returns (the notes, the handles)."""
+    seen = []
+
+    def note(name):
+        return lambda module, inputs, output: seen.append((name, module.training))
+    return seen, [layer.register_forward_hook(note(name)) for name, layer in layers.items()]
+
+
 @dataclasses.dataclass
 class StepRecord:
     """One step of a :class:`SpySGD`: the gradients it used, the parameters before and after."""

@@ -234,3 +234,16 @@ def test_spy_sgd_records_each_step_and_tells_its_listener():
     assert heard == [[1.0, -2.0]]
     assert spy.steps[0].before[0].tolist() == [1.0, 1.0]
     assert spy.steps[0].after[0].tolist() == [0.5, 2.0]
+
+
+def test_modes_seen_notes_every_pass_a_copy_of_the_model_included():
+    import copy
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5))
+    seen, handles = checks.modes_seen({"dropout": model[1]})
+    model.eval()(torch.zeros(1, 2))
+    copy.deepcopy(model).train()(torch.zeros(1, 2))
+    for handle in handles:
+        handle.remove()
+    model(torch.zeros(1, 2))
+    assert seen == [("dropout", False), ("dropout", True)]

@@ -604,16 +604,6 @@ def check_evaluate_accuracy(evaluate_fixed, seed=510, n_in=3, n_classes=4, dropo
                                                              f"bytes autograd saved during {name}"))
 
 
-def _modes_seen(layers) -> tuple[list, list]:
-    """Forward hooks noting, for each pass through ``layers`` (name → module), the ``training`` flag
-    of the module that ran: a copy of the model runs them too. Returns (the notes, the handles)."""
-    seen = []
-
-    def note(name):
-        return lambda module, inputs, output: seen.append((name, module.training))
-    return seen, [layer.register_forward_hook(note(name)) for name, layer in layers.items()]
-
-
 @checks.keeps_random_state
 def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, True)):
     """Whatever mode the model arrives in, it is run in evaluation mode (BatchNorm and Dropout
@@ -626,7 +616,7 @@ def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, T
     for start in modes:
         model.train(start)
         mode = "train" if start else "eval"
-        seen, handles = _modes_seen(layers)
+        seen, handles = checks.modes_seen(layers)
         try:
             _run("check_evaluate_restores_mode", evaluate_fixed, model, x, y, name=f"evaluate_fixed [{mode}]",
                  hint=hint)

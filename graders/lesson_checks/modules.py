@@ -541,16 +541,6 @@ def check_no_graph(function, seed: int = 309) -> None:
                            hint=hint)
 
 
-def _modes_seen(layers) -> tuple[list, list]:
-    """Forward hooks noting, for each pass through ``layers`` (name → module), the ``training`` flag
-    of the module that ran: a copy of the model runs them too. Returns (the notes, the handles)."""
-    seen = []
-
-    def note(name):
-        return lambda module, inputs, output: seen.append((name, module.training))
-    return seen, [layer.register_forward_hook(note(name)) for name, layer in layers.items()]
-
-
 @checks.keeps_random_state
 def check_mode_restored(function) -> None:
     """The model runs in both modes inside the function (both outputs need it), and the model, and
@@ -564,7 +554,7 @@ def check_mode_restored(function) -> None:
     for start in (False, True, False):
         model.train(start)
         mode = "train" if start else "eval"
-        seen, handles = _modes_seen(layers)
+        seen, handles = checks.modes_seen(layers)
         try:
             checks.check_runs(function, model, x, name="train_and_eval_outputs(model, x)", hint=hint)
         finally:
