@@ -7,7 +7,8 @@ FAST ?= 0
 DEVICE ?= auto
 WORKERS ?= auto
 
-.PHONY: setup system-packages test-packages data run test test-fast test-browser wheel lab release grade check bench clean
+.PHONY: setup system-packages test-packages hub-packages data run test test-fast test-browser test-hub wheel lab hub \
+	release grade check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,15 @@ system-packages:
 test-packages:
 	@$(PYTHON) tools/system_packages.py --tests
 
+# The course's JupyterHub: JupyterHub itself (pyproject's `hub` extra) and its proxy (Debian's).
+HUB_STAMP := $(VENV)/.hub-installed
+$(HUB_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install --quiet -e '.[pinned,grading,dev,hub]'
+	touch $(HUB_STAMP)
+
+hub-packages:
+	@$(PYTHON) tools/system_packages.py --hub
+
 data: system-packages $(STAMP)
 	$(BIN)/course data
 
@@ -35,11 +45,13 @@ run: setup
 PYTEST := PATH="$(CURDIR)/$(BIN):$$PATH" MPLBACKEND=Agg $(BIN)/python -m pytest
 
 # One run: test workers execute notebooks side by side, one math thread each to avoid oversubscribing;
-# the class grader's tests run beside the others, since they mostly wait on their kernels. The
-# costliest tests start first, and the tests sharing a module's fixture (a class graded once, a Dask
-# cluster) go to one worker (tests/conftest.py).
+# the class grader's tests run beside the others, since they mostly wait on their kernels. A third of
+# the suite's time is such waiting (kernels, time limits, servers), so there is one worker more than
+# cores. The costliest tests start first, and the tests sharing a module's fixture (a class graded
+# once, a Dask cluster) go to one worker (tests/conftest.py).
+TEST_WORKERS := $(if $(filter-out auto,$(WORKERS)),$(WORKERS),$(shell echo $$(( $$(nproc) + 1 ))))
 test: setup test-packages
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist loadgroup -m "not second_edition"
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m "not (second_edition or hub)"
 
 # The quick loop while working: nothing that starts a kernel, a subprocess, torchrun or Dask (a test
 # that does fails and names the marker it lacks: --no-processes), no class grading, no browser.
@@ -49,7 +61,14 @@ test-fast: setup
 
 # Every lesson of both editions in JupyterLab in headless Chromium; screenshots in build/browser/.
 test-browser: setup test-packages
-	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m browser
+	OMP_NUM_THREADS=1 $(PYTEST) -n $(WORKERS) --dist worksteal -m "browser and not hub"
+
+# A real JupyterHub with local users, a lesson's whole loop through nbgrader's exchange
+# (tests/test_hub.py). It creates and removes accounts, so it runs as root (through sudo -n when
+# that asks no password).
+AS_ROOT := $(if $(filter 0,$(shell id -u)),,sudo -n env)
+test-hub: setup test-packages hub-packages $(HUB_STAMP)
+	$(AS_ROOT) OMP_NUM_THREADS=1 $(PYTEST) -p no:xdist -m hub tests/test_hub.py
 
 # The course as one package (lesson helpers, checks, graders) for Colab, a JupyterHub or a Dask
 # worker: pip install dist/pytorch_course-*.whl
@@ -58,6 +77,12 @@ wheel: $(STAMP)
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/
+
+# The course on a JupyterHub of its own, as root: docs/instructors/jupyterhub.md
+hub: setup hub-packages $(HUB_STAMP)
+	$(BIN)/python -m graders.hub serve $(if $(ROSTER),--roster $(ROSTER)) $(if $(HUB_IP),--ip $(HUB_IP)) \
+		$(if $(HUB_PORT),--port $(HUB_PORT)) $(if $(HUB_AUTH),--authenticator $(HUB_AUTH)) \
+		$(if $(filter 1,$(FAST)),--fast)
 
 release: setup
 	$(BIN)/course release

@@ -231,10 +231,13 @@ class AmpMode:
 
 
 def autocast_supported(device_type: str, dtype: torch.dtype) -> bool:
-    """Whether ``torch.autocast(device_type, dtype)`` really lowers a matmul on this machine."""
+    """Whether ``torch.autocast(device_type, dtype)`` really lowers a matmul on this machine; on CUDA,
+    bf16 counts only where the GPU computes it natively (compute capability 8.0 on)."""
     if device_type == "cuda" and not torch.cuda.is_available():
         return False
-    if device_type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+    # PyTorch 2.x says True by default where bf16 is only emulated (T4, V100): slower than fp16 there
+    if device_type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported(
+            including_emulation=False):
         return False
     try:
         with warnings.catch_warnings(record=True) as caught:

@@ -10,6 +10,12 @@ from matplotlib.patches import Rectangle
 
 from course.settings import say
 
+# Okabe and Ito's colours, told apart with any colour vision, and a neutral grey: the lessons' figures
+# take their colours from here, and give each line a style of its own as well.
+OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "green": "#009E73",
+             "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7",
+             "grey": "#666666"}
+
 
 def offscreen_figure(figsize, dpi: int) -> Figure:
     """A figure drawn with matplotlib's object API, outside pyplot.

@@ -16,4 +16,6 @@ On the host, in pipeline order (may import the kernel side, never the reverse):
     selfcheck.py         ``course check``: a student's notebook, its visible checks only
     notebook_grading/    one notebook through nbgrader: autograde, feedback, repairs
     cli.py               the ``course`` command
+    hub/                 ``make hub``: the course on a JupyterHub of its own (accounts, exchange,
+                         each role's configuration, feedback through the exchange)
 """

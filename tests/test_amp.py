@@ -191,6 +191,22 @@ def test_autocast_support_on_this_machine():
     assert not modes[1].skipped and modes[2].scaler
 
 
+def test_autocast_refuses_bf16_that_a_gpu_only_emulates(monkeypatch):
+    """PyTorch 2.x's is_bf16_supported() counts emulation by default: a T4 would say True, and bf16
+    there runs slower than fp16. The course asks for native support only."""
+    asked = []
+
+    def t4_answer(including_emulation=True):
+        asked.append(including_emulation)
+        return including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", t4_answer)
+    assert not amp.autocast_supported("cuda", torch.bfloat16)
+    assert asked == [False]
+    assert amp.amp_modes("cuda")[1].skipped
+
+
 def test_run_amp_benchmark_on_cpu():
     modes = [amp.AmpMode("fp32", torch.float32, scaler=False),
              amp.AmpMode("bf16", torch.bfloat16, scaler=False),

@@ -34,6 +34,20 @@ def regression():
     return nn.Linear(3, 1), (x, y)
 
 
+def binary(sigmoid_at_the_end=False):
+    """Two clouds and 0/1 labels; the model's output is squeezed to (N,), after a sigmoid or not."""
+    g = torch.Generator().manual_seed(12)
+    y = torch.randint(0, 2, (16,), generator=g).float()
+    x = torch.randn(16, 2, generator=g) + 3 * y[:, None]
+    torch.manual_seed(12)
+    layers = [nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1), *([nn.Sigmoid()] if sigmoid_at_the_end else [])]
+    return nn.Sequential(*layers, nn.Flatten(0)), (x, y)
+
+
+def binary_with_a_sigmoid():
+    return binary(sigmoid_at_the_end=True)
+
+
 def with_dropout_and_batchnorm():
     g = torch.Generator().manual_seed(9)
     x = torch.randn(16, 4, generator=g)
@@ -191,6 +205,16 @@ def softmax_then_cross_entropy(model, x, y):  # bug 6
 
 
 @step_of
+def bce_with_logits(model, x, y):  # bug 12 when the model ends in a sigmoid; its repair otherwise
+    return nn.BCEWithLogitsLoss()(model(x), y)
+
+
+@step_of
+def sigmoid_then_bce_with_logits(model, x, y):  # bug 12, the sigmoid in the step
+    return F.binary_cross_entropy_with_logits(torch.sigmoid(model(x)).squeeze(-1), y)
+
+
+@step_of
 def mse_with_broadcasting(model, x, y):  # bug 7
     return nn.MSELoss()(model(x), y)
 
@@ -265,6 +289,8 @@ BROKEN = [
     ("no_grad_missing", monitoring_without_no_grad, classification, {}),
     ("pickled_model", checkpoint_whole_model, classification, {}),
     ("softmax_before_loss", softmax_then_cross_entropy, classification, {}),
+    ("sigmoid_before_logits_loss", bce_with_logits, binary_with_a_sigmoid, {}),
+    ("sigmoid_before_logits_loss", sigmoid_then_bce_with_logits, binary, {}),
     ("shape_mismatch", mse_with_broadcasting, regression, {}),
     ("shape_mismatch", handwritten_mse_with_broadcasting, regression, {}),
     ("graph_kept", accumulating_loss_tensors, classification, {}),
@@ -283,6 +309,7 @@ REPAIRED = [
     (train_step, with_dropout_and_batchnorm, {}),
     (regression_step, regression, {}),
     (step_keeping_a_float_total, classification, {}),
+    (bce_with_logits, binary, {}),
     (regression_step, regression,
      {"optimizer": lambda params: torch.optim.SGD(params, lr=0.05), "steps": 40}),
     (train_step, classification, {"optimizer": torch.optim.Adam}),

@@ -41,6 +41,11 @@ CHECK_CALLS = {
         _function_calling(answer), _X, -1.0, 1.0, torch.ones(3, dtype=torch.float64), "clip(x, -1, 1)"),
     "check_clipped_identity_backward": lambda answer: lesson.check_clipped_identity_backward(
         _function_calling(answer)),
+    "check_manual_backward_output": lesson.check_manual_backward_output,
+    "check_manual_backward_hidden": lesson.check_manual_backward_hidden,
+    "check_manual_backward_edge_cases": lesson.check_manual_backward_edge_cases,
+    "check_manual_backward_case": lambda answer: lesson.check_manual_backward_case(
+        answer, lesson.network_case(torch.Generator().manual_seed(5))),
     "check_concepts": lesson.check_concepts,
 }
 
@@ -427,6 +432,176 @@ def test_clipped_backward_on_points_given():
     lesson.check_clipped_backward(ClippedIdentity, _X, -1.0, 1.0, upstream, "clip(x, -1, 1)")
     failure(lesson.check_clipped_backward, ClippedIdentityStraightThrough, _X, -1.0, 1.0, upstream,
             "clip(x, -1, 1)", says=["x.grad after clip(x, -1, 1), x below", "the values differ"])
+
+
+def by_hand(x, targets, w1, b1, w2, b2, mask=True, mean=True):
+    """The backward pass of x → Linear → ReLU → Linear → mean cross-entropy; ``mask`` and ``mean``
+    off make the two classic mistakes (the ReLU passes every gradient; the sum instead of the mean)."""
+    z1 = torch.addmm(b1, x, w1.T)
+    a1 = z1.clamp(min=0)
+    logits = torch.addmm(b2, a1, w2.T)
+    grad_logits = logits.softmax(dim=1)
+    grad_logits[torch.arange(len(targets)), targets] -= 1
+    grad_logits = grad_logits / len(targets) if mean else grad_logits
+    grad_a1 = grad_logits @ w2
+    grad_z1 = grad_a1 * (z1 > 0) if mask else grad_a1
+    return grad_z1.T @ x, grad_z1.sum(dim=0), grad_logits.T @ a1, grad_logits.sum(dim=0)
+
+
+_MANUAL_CHECKS = [lesson.check_manual_backward_output, lesson.check_manual_backward_hidden,
+                  lesson.check_manual_backward_edge_cases]
+
+
+def test_manual_backward():
+    for check in _MANUAL_CHECKS:
+        check(by_hand)
+        check(lambda *args: list(by_hand(*args)))  # a list is a right answer too
+
+
+def test_network_case_has_live_and_dead_units():
+    generator = torch.Generator().manual_seed(3)
+    case = lesson.network_case(generator, (7, 4, 6, 3), dead=2)
+    assert [tuple(case[name].shape) for name in ("x", "targets", "w1", "b1", "w2", "b2")] == \
+        [(7, 4), (7,), (6, 4), (6,), (3, 6), (3,)]
+    assert not any(value.requires_grad for value in case.values())
+    z1 = case["x"] @ case["w1"].T + case["b1"]
+    assert (z1[:, :2] < 0).all()
+    live = z1[:, 2:]
+    assert (live > 0).any() and (live < 0).any()
+    expected = lesson.autograd_gradients(case)
+    assert (expected[0][:2] == 0).all() and (expected[1][:2] == 0).all()  # dead units: no gradient
+    assert expected[0][2:].abs().sum() > 0
+
+
+def test_manual_backward_catches_typical_mistakes():
+    def no_mask(*args):
+        return by_hand(*args, mask=False)
+
+    lesson.check_manual_backward_output(no_mask)  # the output layer is right without the mask...
+    failure(lesson.check_manual_backward_hidden, no_mask,
+            says=["manual_backward(x (", "the gradient for w1", "the values differ",
+                  "hint('manual_backward')"])
+    failure(lesson.check_manual_backward_edge_cases, no_mask,
+            says=["a batch of one example", "the values differ"])
+    for check in _MANUAL_CHECKS:  # the sum instead of the mean: wrong everywhere but for one example
+        failure(check, lambda *args: by_hand(*args, mean=False), says=["the values differ"])
+
+    def transposed(*args):
+        grad_w1, grad_b1, grad_w2, grad_b2 = by_hand(*args)
+        return grad_w1, grad_b1, grad_w2.T, grad_b2
+
+    rectangular = lesson.network_case(torch.Generator().manual_seed(0), (4, 3, 5, 2))  # w2 (2, 5)
+    failure(lesson.check_manual_backward_case, transposed, rectangular, ("w2", "b2"),
+            says=["the gradient for w2", "the shape is not the expected one"])
+    failure(lesson.check_manual_backward_output, lambda *args: by_hand(*args)[::-1],
+            says=["the gradient for w2", "the shape is not the expected one"])
+    failure(lesson.check_manual_backward_hidden, lambda *args: (by_hand(*args)[0], by_hand(*args)[1][None]),
+            says=["len(manual_backward(", "expected: 4 (int)", "got: 2 (int)"])
+    failure(lesson.check_manual_backward_hidden, lambda *args: [g.float() for g in by_hand(*args)],
+            says=["the gradient for w1", "expected: torch.float64", "got: torch.float32"])
+    failure(lesson.check_manual_backward_output, lambda *args: {"w2": by_hand(*args)[2]},
+            says=["the type is not the expected one", "tuple | list"])
+
+
+def test_manual_backward_must_leave_its_inputs_alone():
+    def clamps_x_afterwards(x, *args):
+        gradients = by_hand(x, *args)
+        x.clamp_(min=0)
+        return gradients
+
+    lesson.check_manual_backward_output(clamps_x_afterwards)
+    failure(lesson.check_manual_backward_edge_cases, clamps_x_afterwards,
+            says=["x after manual_backward(", "the input modified"])
+
+
+def _through_autograd(x, targets, *parameters):
+    leaves = [p.detach().clone().requires_grad_(True) for p in parameters]
+    with torch.enable_grad():
+        hidden = torch.relu(x @ leaves[0].T + leaves[1])
+        loss = torch.nn.functional.cross_entropy(hidden @ leaves[2].T + leaves[3], targets)
+        return loss, leaves
+
+
+def _with_backward(*args):
+    loss, leaves = _through_autograd(*args)
+    loss.backward()
+    return tuple(leaf.grad for leaf in leaves)
+
+
+def _with_autograd_grad(*args):
+    return torch.autograd.grad(*_through_autograd(*args))
+
+
+def _with_func_grad(x, targets, *parameters):
+    def loss(*ps):
+        return torch.nn.functional.cross_entropy(torch.relu(x @ ps[0].T + ps[1]) @ ps[2].T + ps[3], targets)
+    return torch.func.grad(loss, argnums=(0, 1, 2, 3))(*parameters)
+
+
+def _with_functional_jacobian_forward(x, targets, *parameters):
+    def loss(*ps):
+        return torch.nn.functional.cross_entropy(torch.relu(x @ ps[0].T + ps[1]) @ ps[2].T + ps[3], targets)
+    with torch.enable_grad():
+        return torch.autograd.functional.jacobian(loss, parameters, vectorize=True, strategy="forward-mode")
+
+
+@pytest.mark.parametrize("answer, refused", [
+    (_with_backward, "Tensor.backward is not available in this exercise"),
+    (_with_autograd_grad, "torch.autograd.grad is not available in this exercise"),
+    (_with_func_grad, "torch.func.grad is not available in this exercise"),
+    (lambda x, targets, *ps: torch.func.vjp(lambda w: w.sum(), ps[0]), "torch.func.vjp is not available"),
+    (_with_functional_jacobian_forward, "torch.autograd.forward_ad.make_dual is not available"),
+])
+def test_manual_backward_switches_autograd_off_and_says_why(answer, refused):
+    assert _with_backward(*_call_args()) is not None  # each works with autograd on
+    for check in _MANUAL_CHECKS:
+        failure(check, answer,
+                says=["ShortcutUsed", refused, "autograd is switched off while your function runs"])
+    x = torch.tensor(2.0, requires_grad=True)
+    (x * x).backward()  # back on after the checks
+    assert x.grad.item() == 4.0
+
+
+def _call_args():
+    case = lesson.network_case(torch.Generator().manual_seed(8))
+    return case["x"], case["targets"], *(case[name] for name in lesson.PARAMETERS)
+
+
+def test_manual_backward_runs_without_gradients_on_fresh_sizes():
+    seen = []
+
+    def spy(*args):
+        seen.append((torch.is_grad_enabled(), [arg.requires_grad for arg in args], tuple(args[0].shape)))
+        return by_hand(*args)
+
+    for _ in range(4):
+        lesson.check_manual_backward_output(spy)
+    lesson.check_manual_backward_edge_cases(spy)
+    assert all(enabled is False and not any(flags) for enabled, flags, _ in seen), seen
+    assert len({shape for *_, shape in seen[:4]}) > 1, "every run draws a network of its own sizes"
+    assert seen[4][2][0] == 1, "the edge cases start with a batch of one example"
+
+
+def test_manual_backward_checks_leave_the_random_state_alone():
+    def draws(*args):
+        torch.rand(3)
+        return by_hand(*args)
+
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    for check in _MANUAL_CHECKS:
+        check(draws)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_manual_backward_speaks_spanish():
+    course.set_language("es")
+    with pytest.raises(CheckFailed) as caught:
+        lesson.check_manual_backward_output(_with_backward)
+    message = str(caught.value)
+    for part in ("esperado:", "obtenido:", "no está disponible", "autograd está apagado", "sección 12",
+                 "hint('manual_backward')"):
+        assert part in message, message
 
 
 def test_concepts(monkeypatch):

@@ -89,6 +89,35 @@ class SoftmaxClassifier(GoodClassifier):
         return super().forward(x).softmax(dim=1)
 
 
+class GoodBinaryClassifier(nn.Module):
+    def __init__(self, n_in, n_hidden):
+        super().__init__()
+        self.hidden = nn.Linear(n_in, n_hidden)
+        self.out = nn.Linear(n_hidden, 1)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x)))[:, 0]
+
+    def predict_proba(self, x):
+        scores = self(x)
+        return torch.exp(scores) / (1 + torch.exp(scores))
+
+
+class SigmoidBinaryClassifier(GoodBinaryClassifier):
+    def forward(self, x):
+        return torch.sigmoid(super().forward(x))
+
+
+class SqueezedEverything(GoodBinaryClassifier):
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x))).squeeze()
+
+
+class ProbabilitiesAsLogits(GoodBinaryClassifier):
+    def predict_proba(self, x):
+        return self(x)
+
+
 class GoodBlock(nn.Module):
     def __init__(self, dim):
         super().__init__()
@@ -134,6 +163,9 @@ CHECK_CALLS = {
     "check_clipped_update": lesson.check_clipped_update,
     "check_logits_on_model_device": lambda answer: lesson.check_logits_on_model_device(answer, "cpu"),
     "check_predict": lesson.check_predict,
+    "check_predict_restores_mode": lesson.check_predict_restores_mode,
+    "check_binary_classifier_learns": lesson.check_binary_classifier_learns,
+    "check_binary_predict_proba": lesson.check_binary_predict_proba,
     "check_save_and_reload": lesson.check_save_and_reload,
     "check_classifier_learns": lesson.check_classifier_learns,
     "check_predict_proba": lesson.check_predict_proba,
@@ -260,6 +292,53 @@ def test_predict_check():
     failure(lesson.check_predict, lambda model, x: model(x).detach(), says=["the values differ"])
     failure(lesson.check_predict, detached_after_the_graph,
             says=["bytes autograd saved for a backward pass during predict", "expected: 0 (int)"])
+
+
+def test_predict_restores_the_mode_it_found():
+    def good_predict(model, x):
+        mode = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                return model(x)
+        finally:
+            model.train(mode)
+
+    def leaves_eval(model, x):
+        model.eval()
+        with torch.inference_mode():
+            return model(x)
+
+    def on_a_copy(model, x):
+        with torch.no_grad():
+            return copy.deepcopy(model).eval()(x)
+
+    for answer in (good_predict, on_a_copy):
+        lesson.check_predict(answer)
+        lesson.check_predict_restores_mode(answer)
+        lesson.check_predict_restores_mode(answer, seed=1516, modes=(False, True, False, False))
+    lesson.check_predict(leaves_eval)            # bug 9 passes the first behaviour, not the second
+    failure(lesson.check_predict_restores_mode, leaves_eval,
+            says=["model.training [train → predict]", "expected: True", "got: False"])
+    failure(lesson.check_predict_restores_mode, lambda model, x: None,
+            says=["model[1] (BatchNorm1d) during predict [train]", "got: 0 passes, 0 in evaluation"])
+
+
+def test_binary_classifier_checks():
+    lesson.check_binary_classifier_learns(GoodBinaryClassifier)
+    lesson.check_binary_classifier_learns(GoodBinaryClassifier, seed=1517, n_in=5)
+    lesson.check_binary_predict_proba(GoodBinaryClassifier)
+    lesson.check_binary_predict_proba(GoodBinaryClassifier, seed=1518, n_in=5, n=7)
+    failure(lesson.check_binary_classifier_learns, SigmoidBinaryClassifier,
+            says=["BCEWithLogitsLoss after 40 Adam steps",
+                  "with a sigmoid inside the model it cannot go below"])
+    failure(lesson.check_binary_classifier_learns, SqueezedEverything,
+            says=["BinaryClassifier(2, 16)(x[:1])", "expected: (1,)", "got: ()"])
+    failure(lesson.check_binary_predict_proba, SigmoidBinaryClassifier,
+            says=["predict_proba(x) after 40 Adam steps", "some below 0.1 and some above 0.9",
+                  "got: min 0.5"])
+    failure(lesson.check_binary_predict_proba, ProbabilitiesAsLogits,
+            says=["BinaryClassifier(3, 8).predict_proba(x)", "values between 0 and 1"])
 
 
 def test_save_and_reload_check(tmp_path):

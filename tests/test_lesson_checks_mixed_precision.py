@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 from check_messages import failure
+from torch.cuda import is_bf16_supported as bf16_imported_early
 from torch.nn import functional as F
 
 import course
@@ -403,17 +404,26 @@ def test_fp16_fate_shape():
 
 
 # ----------------------------------------------------------------------------------- pick_amp_dtype
-def _pick(device, bf16_supported=None):
-    kind = torch.device(device).type
-    if kind == "cuda":
-        supported = torch.cuda.is_bf16_supported() if bf16_supported is None else bf16_supported
-        return torch.bfloat16 if supported else torch.float16
-    return {"cpu": torch.bfloat16, "mps": torch.float16}.get(kind) or (_ for _ in ()).throw(ValueError(kind))
+def _picker(ask):
+    """A ``pick_amp_dtype`` whose CUDA branch asks the GPU with ``ask()`` when it is not told."""
+    def pick(device, bf16_supported=None):
+        kind = torch.device(device).type
+        if kind == "cuda":
+            supported = ask() if bf16_supported is None else bf16_supported
+            return torch.bfloat16 if supported else torch.float16
+        if kind in ("cpu", "mps"):
+            return {"cpu": torch.bfloat16, "mps": torch.float16}[kind]
+        raise ValueError(kind)
+    return pick
+
+
+_pick = _picker(lambda: torch.cuda.is_bf16_supported(including_emulation=False))
 
 
 def test_pick_amp_dtype():
     lesson.check_pick_amp_dtype(_pick)
     lesson.check_pick(_pick, "mps", torch.float16)
+    lesson.check_pick(_pick, "cuda:1", torch.float16, gpu="V100")
     lesson.check_pick_raises(_pick, "meta")
 
     def always_asks(device, bf16_supported=None):
@@ -423,15 +433,54 @@ def test_pick_amp_dtype():
         return _pick(device, bool(bf16_supported))
 
     failure(lesson.check_pick_amp_dtype, always_asks,
-            says=["bf16_supported=False): questions to torch.cuda.is_bf16_supported()", "expected: 0",
-                  "got: 1"])
+            says=["pick_amp_dtype('cuda', bf16_supported=False): questions to the GPU about bf16",
+                  "expected: []", "got: ['torch.cuda.is_bf16_supported']"])
     failure(lesson.check_pick_amp_dtype, never_asks,
-            says=["with torch.cuda.is_bf16_supported() → True", "expected: torch.bfloat16",
-                  "got: torch.float16"])
+            says=["on a simulated NVIDIA A100-SXM4-40GB (compute capability 8.0: bf16 native)",
+                  "expected: torch.bfloat16", "got: torch.float16"])
     failure(lesson.check_pick_amp_dtype, lambda device, bf16_supported=None: torch.float16,
             says=["pick_amp_dtype('cpu', bf16_supported=None)", "expected: torch.bfloat16"])
     failure(lesson.check_pick_raises, lambda device, bf16_supported=None: torch.float32, "meta",
             says=["should have raised an exception and raised none", "expected: ValueError"])
+
+
+def test_pick_amp_dtype_on_a_gpu_that_only_emulates_bf16_gets_fp16():
+    """PyTorch 2.x's default answer counts emulated bf16: an answer trusting it picks bf16 on a T4."""
+    emulation_counts = _picker(lambda: torch.cuda.is_bf16_supported())
+    failure(lesson.check_pick_amp_dtype, emulation_counts,
+            says=["on a simulated Tesla T4 (compute capability 7.5: bf16 only emulated)",
+                  "expected: torch.float16", "got: torch.bfloat16"])
+    by_capability = _picker(lambda: torch.cuda.get_device_capability() >= (8, 0))
+    lesson.check_pick_amp_dtype(by_capability)
+    by_properties = _picker(lambda: torch.cuda.get_device_properties(0).major >= 8)
+    lesson.check_pick(by_properties, "cuda:0", torch.float16, gpu="T4")
+    lesson.check_pick(by_properties, "cuda:0", torch.bfloat16, gpu="A100")
+
+
+def test_pick_amp_dtype_asks_nothing_when_told_and_puts_torch_cuda_back():
+    originals = {name: getattr(torch.cuda, name) for name in ("is_bf16_supported", "is_available",
+                                                                "device_count", "get_device_capability")}
+
+    def asks_anyway(device, bf16_supported=None):
+        bf16_imported_early()
+        return _pick(device, bf16_supported)
+
+    failure(lesson.check_pick_amp_dtype, asks_anyway,
+            says=["questions to the GPU about bf16", "expected: []", "got: ['bf16_imported_early']"])
+    assert all(getattr(torch.cuda, name) is function for name, function in originals.items())
+    assert bf16_imported_early is torch.cuda.is_bf16_supported
+
+
+def test_pick_amp_dtype_cannot_lean_on_the_course_helper():
+    def through_the_course(device, bf16_supported=None):
+        kind = torch.device(device).type
+        if kind != "cuda":
+            return _pick(device, bf16_supported)
+        return torch.bfloat16 if amp.autocast_supported("cuda", torch.bfloat16) else torch.float16
+
+    failure(lesson.check_pick_amp_dtype, through_the_course,
+            says=["ShortcutUsed", "course.amp.autocast_supported"])
+    assert amp.autocast_supported.__module__ == "course.amp"
 
 
 # ----------------------------------------------------------------------------------- amp_train_step

@@ -1,9 +1,10 @@
 """Lesson 03's checks: each passes a right answer and fails a typical wrong one with expected, got
-and a hint; its harnesses (the grad probe, the torch.load recorder, the refused library MLP) record
-and refuse what they should."""
+and a hint; its harnesses (the grad probe, the torch.load recorder, the counting transform, the
+refused library MLP, data sets and loss on logits) record and refuse what they should."""
 
 import copy
 import itertools
+import math
 import re
 
 import pytest
@@ -11,6 +12,8 @@ import torch
 import torchvision
 from check_messages import failure
 from torch import nn
+from torch.nn import functional as F
+from torch.utils import data
 
 import course
 from graders.lesson_checks import modules as lesson
@@ -47,6 +50,13 @@ CHECK_CALLS = {
     "check_train_and_eval_outputs": lesson.check_train_and_eval_outputs,
     "check_no_graph": lesson.check_no_graph,
     "check_mode_restored": lesson.check_mode_restored,
+    "check_dataset_length": lesson.check_dataset_length,
+    "check_dataset_item": lesson.check_dataset_item,
+    "check_dataset_lazy": lesson.check_dataset_lazy,
+    "check_dataset_in_a_loader": lesson.check_dataset_in_a_loader,
+    "check_bce_values": lesson.check_bce_values,
+    "check_bce_large_logits": lesson.check_bce_large_logits,
+    "check_bce_gradient": lesson.check_bce_gradient,
     "check_concepts": lesson.check_concepts,
 }
 
@@ -418,6 +428,239 @@ def test_no_graph_sees_each_forward_pass_apart():
     failure(lesson.check_no_graph, graph_in_training_only, says=["got: on in 1 of 2 passes"])
 
 
+# Exercise 7 · ImageDataset -------------------------------------------------------------------------
+
+class Images(data.Dataset):
+    """Right: the tensors kept, the transform applied on each read."""
+
+    def __init__(self, images, labels, transform=None):
+        super().__init__()
+        self.images, self.labels, self.transform = images, labels, transform
+
+    def __len__(self):
+        return self.images.shape[0]
+
+    def __getitem__(self, index):
+        image = self.images[index]
+        return (image if self.transform is None else self.transform(image)), self.labels[index].item()
+
+
+class Pairs:
+    """Right too, another way: no Dataset base, the pairs kept in a list, the transform on each read."""
+
+    def __init__(self, images, labels, transform=lambda image: image):
+        self.pairs, self.transform = list(zip(images, labels.tolist(), strict=True)), transform
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def __getitem__(self, index):
+        image, label = self.pairs[index]
+        return self.transform(image), label
+
+
+class TensorLabels(Images):
+    """Right too: the label as a 0-dim tensor, as TensorDataset gives it."""
+
+    def __getitem__(self, index):
+        return super().__getitem__(index)[0], self.labels[index]
+
+
+class Wrong(Images):
+    """Each way of getting one behaviour wrong, the others right."""
+
+    def __init__(self, images, labels, transform=None, mistake=""):
+        super().__init__(images, labels, transform)
+        self.mistake, self.position, self.cache = mistake, 0, {}
+        if mistake == "precomputed" and transform is not None:
+            self.images, self.transform = torch.stack([transform(image) for image in images]), None
+
+    def __len__(self):
+        return super().__len__() - (self.mistake == "one short")
+
+    def __getitem__(self, index):
+        if self.mistake == "float label":
+            return super().__getitem__(index)[0], float(self.labels[index])
+        if self.mistake == "no transform":
+            return self.images[index], int(self.labels[index])
+        if self.mistake == "cached":
+            if index not in self.cache:
+                self.cache[index] = super().__getitem__(index)
+            return self.cache[index]
+        if self.mistake == "in order":  # ignores the index: items come out in storage order
+            index, self.position = self.position, (self.position + 1) % super().__len__()
+        return super().__getitem__(index)
+
+
+def wrong(mistake):
+    return lambda images, labels, transform=None: Wrong(images, labels, transform, mistake)
+
+
+class Inherited(data.TensorDataset):
+    """The shortcut: TensorDataset's indexing, a transform added on top."""
+
+    def __init__(self, images, labels, transform=None):
+        super().__init__(images, labels)
+        self.transform = transform
+
+    def __getitem__(self, index):
+        image, label = super().__getitem__(index)
+        return (image if self.transform is None else self.transform(image)), int(label)
+
+
+DATASET_CHECKS = [lesson.check_dataset_length, lesson.check_dataset_item, lesson.check_dataset_lazy,
+                  lesson.check_dataset_in_a_loader]
+
+
+@pytest.mark.parametrize("answer", [Images, Pairs, TensorLabels])
+def test_dataset_checks_pass_right_data_sets_written_three_ways(answer):
+    for check in DATASET_CHECKS:
+        check(answer)
+    lesson.check_dataset_length(answer, sizes=(2, 613))
+    lesson.check_dataset_item(answer, n=3, shape=(3, 5, 4))
+    lesson.check_dataset_lazy(answer, n=50, shape=(28, 28))
+    lesson.check_dataset_in_a_loader(answer, n=61, batch_size=60)
+
+
+def test_dataset_length_fails_one_item_short():
+    failure(lesson.check_dataset_length, wrong("one short"),
+            says=["len(ImageDataset(images (1, ", "expected: 1 (int)", "got: 0 (int)",
+                  "a map-style data set answers two questions"])
+
+
+def test_dataset_item_fails_a_float_label_or_a_forgotten_transform():
+    failure(lesson.check_dataset_item, wrong("float label"),
+            says=["[1] (the label, an integer)", "expected: int, or a 0-dim integer tensor", "got: "])
+    failure(lesson.check_dataset_item, wrong("no transform"),
+            says=["transform=f)[0][0] (the image)", "the shape is not the expected one", "expected: (1, "])
+
+
+def test_dataset_lazy_fails_a_transform_computed_once_in_init_or_cached():
+    failure(lesson.check_dataset_lazy, wrong("precomputed"),
+            says=["calls to transform while building ImageDataset(images", "expected: 0 (int)",
+                  "the transform is applied when an item is read",
+                  "if you are still stuck: hint('image_dataset')"])
+    failure(lesson.check_dataset_lazy, wrong("cached"),
+            says=["calls to transform after reading ", "item(s), the last ImageDataset(images"])
+
+
+def test_dataset_in_a_loader_fails_items_read_in_storage_order_or_one_left_out():
+    failure(lesson.check_dataset_in_a_loader, wrong("in order"),
+            says=["order of the items in two epochs with shuffle=True",
+                  "expected: two different random orders",
+                  "got: items [0, 1, 2, 3, 4, 5, 6, 7]… and [0, 1, 2, 3, 4, 5, 6, 7]…"])
+    failure(lesson.check_dataset_in_a_loader, wrong("one short"),
+            says=["batch sizes of DataLoader(ImageDataset(images", "the `DataLoader` asks `len()`"])
+
+
+@pytest.mark.parametrize("check", DATASET_CHECKS)
+def test_ready_made_data_sets_are_refused_inside_the_checks_and_work_outside(check):
+    failure(check, Inherited,
+            says=["ShortcutUsed", "TensorDataset.__init__ is not available in this exercise"])
+    images, labels = torch.zeros(3, 2, 2), torch.tensor([0, 1, 2])
+    assert Inherited(images, labels)[2][1] == 2
+    assert data.TensorDataset(images, labels)[1][1] == 1
+
+
+@pytest.mark.parametrize("check", DATASET_CHECKS)
+def test_a_data_set_that_does_nothing_earns_no_point(check):
+    class Nothing(data.Dataset):
+        def __init__(self, images, labels, transform=None):
+            super().__init__()
+
+        def __len__(self):
+            return 0
+
+        def __getitem__(self, index):
+            return index
+
+    failure(check, Nothing, says=["ImageDataset(images"])
+
+
+# Exercise 8 · bce_with_logits ----------------------------------------------------------------------
+
+def stable(logits, targets):
+    return (F.softplus(logits) - logits * targets).mean()
+
+
+def stable_other_way(logits, targets):
+    return (torch.logaddexp(torch.zeros_like(logits), -logits) + (1 - targets) * logits).mean()
+
+
+def naive(logits, targets):
+    p = torch.sigmoid(logits)
+    return -(targets * torch.log(p) + (1 - targets) * torch.log(1 - p)).mean()
+
+
+def through_bce_loss(logits, targets):
+    return nn.BCELoss()(nn.Sigmoid()(logits), targets)
+
+
+def rewritten_without_the_trick(logits, targets):
+    return ((1 - targets) * logits + torch.log1p(torch.exp(-logits))).mean()
+
+
+BCE_CHECKS = [lesson.check_bce_values, lesson.check_bce_large_logits, lesson.check_bce_gradient]
+
+
+@pytest.mark.parametrize("answer", [stable, stable_other_way])
+def test_bce_checks_pass_the_stable_loss_written_two_ways(answer):
+    for check in BCE_CHECKS:
+        check(answer)
+    lesson.check_bce_values(answer, shape=(2, 2, 5))
+    lesson.check_bce_large_logits(answer, logits=[17.5, -17.5, 88.5, -88.5, 104.0, -104.0, 5000.0, -3.0e4])
+    lesson.check_bce_gradient(answer, shape=(6, 4))
+
+
+@pytest.mark.parametrize("answer", [naive, through_bce_loss, rewritten_without_the_trick])
+def test_bce_through_the_sigmoid_or_without_the_trick_earns_the_ordinary_point_only(answer):
+    lesson.check_bce_values(answer)
+    failure(lesson.check_bce_large_logits, answer,
+            says=["bce_with_logits(tensor([", "the values differ", "no exponential has a positive exponent",
+                  "if you are still stuck: hint('bce_with_logits')"])
+    failure(lesson.check_bce_gradient, answer, says=["gradient of bce_with_logits(", "(σ(z) − y) / N"])
+
+
+def test_bce_large_logits_names_the_logit_that_fails():
+    failure(lesson.check_bce_large_logits, through_bce_loss, logits=[1000.0],
+            says=["bce_with_logits(tensor([1000.0]), tensor([0.0]))", "device=cpu) 1000.0\n",
+                  "device=cpu) 100.0\n"])
+
+
+def test_bce_values_fails_a_sum_a_python_float_or_a_loss_per_element():
+    failure(lesson.check_bce_values, lambda z, y: stable(z, y) * z.numel(),
+            says=["σ(0) = 1/2, loss log 2", "the values differ"])
+    failure(lesson.check_bce_values, lambda z, y: stable(z, y).item(),
+            says=["the type is not the expected one", "got: 0.6931"])
+    failure(lesson.check_bce_values, lambda z, y: F.softplus(z) - z * y,
+            says=["the shape is not the expected one", "expected: ()", "got: (2,)"])
+
+
+def test_bce_gradient_fails_a_loss_cut_from_the_graph():
+    def detached(logits, targets):
+        with torch.no_grad():
+            return stable(logits, targets)
+
+    failure(lesson.check_bce_gradient, detached, says=[".backward()", "raised an exception", "RuntimeError"])
+
+
+@pytest.mark.parametrize("check", BCE_CHECKS)
+@pytest.mark.parametrize("shortcut", [
+    lambda z, y: F.binary_cross_entropy_with_logits(z, y),
+    lambda z, y: nn.BCEWithLogitsLoss()(z, y),
+    lambda z, y: torch.binary_cross_entropy_with_logits(z, y, None, None, 1),
+])
+def test_the_library_loss_on_logits_is_refused_inside_the_checks_and_works_outside(check, shortcut):
+    failure(check, shortcut, says=["ShortcutUsed", "is not available in this exercise"])
+    torch.testing.assert_close(shortcut(torch.tensor([0.0]), torch.tensor([1.0])), torch.tensor(math.log(2)))
+
+
+@pytest.mark.parametrize("check", BCE_CHECKS)
+@pytest.mark.parametrize("body", [lambda z, y: None, lambda z, y: 0, lambda z, y: z])
+def test_a_loss_that_does_nothing_earns_no_point(check, body):
+    failure(check, body, says=["bce_with_logits("])
+
+
 # Language ---------------------------------------------------------------------------------------------
 
 def test_messages_and_hints_follow_the_edition_language():
@@ -427,3 +670,7 @@ def test_messages_and_hints_follow_the_edition_language():
                   "pista: cada salida se calcula con el modelo en su modo"])
     failure(lesson.check_mlp_structure, LibraryMLP, [4, 3], batch=2,
             says=["MLP.__init__ no está disponible en este ejercicio"])
+    failure(lesson.check_dataset_lazy, wrong("precomputed"),
+            says=["llamadas a transform al construir ImageDataset",
+                  "pista: la transformación se aplica al leer"])
+    failure(lesson.check_bce_large_logits, naive, says=["pista: en float32, σ(z) vale exactamente 1"])

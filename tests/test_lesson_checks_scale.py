@@ -147,6 +147,125 @@ def sum_of_gradients(per_rank):
     return {name: sum(grads[name] for grads in per_rank) for name in per_rank[0]}
 
 
+
+def examples_curve(model, optimizer, x, y, batch_size, warmup_steps):
+    """Another right way: the warm-up through a scheduler, the examples counted from the slice."""
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup_steps))
+    curve = []
+    for start in range(0, len(x), batch_size):
+        batch_x, batch_y = x[start:start + batch_size], y[start:start + batch_size]
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(batch_x), batch_y)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        curve.append((start + len(batch_x), float(loss.detach())))
+    return curve
+
+
+def curve_warmup_from_zero(model, optimizer, x, y, batch_size, warmup_steps):
+    """Counts the warm-up from step / warmup_steps: the first step at rate 0."""
+    peak = optimizer.param_groups[0]["lr"]
+    curve = []
+    for step, start in enumerate(range(0, len(x), batch_size)):
+        optimizer.param_groups[0]["lr"] = peak * min(1.0, step / warmup_steps)
+        optimizer.zero_grad()
+        batch = slice(start, start + batch_size)
+        loss = torch.nn.functional.cross_entropy(model(x[batch]), y[batch])
+        loss.backward()
+        optimizer.step()
+        curve.append((min(start + batch_size, len(x)), loss.item()))
+    return curve
+
+
+def curve_without_zero_grad(model, optimizer, x, y, batch_size, warmup_steps):
+    curve = []
+    for start in range(0, len(x), batch_size):
+        batch = slice(start, start + batch_size)
+        loss = torch.nn.functional.cross_entropy(model(x[batch]), y[batch])
+        loss.backward()
+        optimizer.step()
+        curve.append((min(start + batch_size, len(x)), loss.item()))
+    return curve
+
+
+def curve_counting_batch_size(model, optimizer, x, y, batch_size, warmup_steps):
+    curve = examples_curve(model, optimizer, x, y, batch_size, warmup_steps)
+    return [((i + 1) * batch_size, loss) for i, (_, loss) in enumerate(curve)]
+
+
+def curve_of_tensors(model, optimizer, x, y, batch_size, warmup_steps):
+    curve = examples_curve(model, optimizer, x, y, batch_size, warmup_steps)
+    return [(seen, torch.tensor(loss)) for seen, loss in curve]
+
+
+def profile_step(model, x, y, optimizer):
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True) as prof:
+        optimizer.zero_grad()
+        with record_function("forward"):
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits, y)
+        with record_function("backward"):
+            loss.backward()
+        with record_function("optimizer step"):
+            optimizer.step()
+    return prof
+
+
+def profile_without_regions(model, x, y, optimizer):
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True) as prof:
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    return prof
+
+
+def profile_loss_outside_forward(model, x, y, optimizer):
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True) as prof:
+        optimizer.zero_grad()
+        with record_function("forward"):
+            logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        with record_function("backward"):
+            loss.backward()
+        with record_function("optimizer step"):
+            optimizer.step()
+    return prof
+
+
+def profile_without_memory(model, x, y, optimizer):
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        optimizer.zero_grad()
+        with record_function("forward"):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        with record_function("backward"):
+            loss.backward()
+        with record_function("optimizer step"):
+            optimizer.step()
+    return prof
+
+
+def top_by_memory(prof, k):
+    rows = [(row.key, row.self_cpu_memory_usage) for row in prof.key_averages()]
+    return sorted(rows, key=lambda pair: -pair[1])[:k]
+
+
+def top_by_memory_with_children(prof, k):
+    rows = sorted(prof.key_averages(), key=lambda row: row.cpu_memory_usage, reverse=True)
+    return [(row.key, row.cpu_memory_usage) for row in rows[:k]]
+
+
+def top_by_memory_smallest_first(prof, k):
+    return top_by_memory(prof, k)[::-1]
+
 # ------------------------------------------------------------------ how test_harness calls each check
 _ANSWER_FOLDERS = tempfile.TemporaryDirectory(prefix="scale-answers-")
 SMALL_RUN = {"world_size": 2, "examples": 64, "epochs": 2, "batch_size": 8, "seed": 11}
@@ -184,6 +303,15 @@ def _weights():
 ONE_RANK = ([{"w": torch.ones(2)}], {"w": torch.ones(2)}, "one rank")
 IMAGES = torch.zeros(2, 3, 64, 64, dtype=torch.uint8)
 
+def _curve_case(warmup: bool) -> lesson.CurveCase:
+    return lesson.curve_case(torch.Generator().manual_seed(3), warmup=warmup)
+
+
+def _step_profile():
+    model, x, y, _ = lesson._mlp_case(torch.Generator().manual_seed(4))
+    return lesson.profile_of_a_step(model, x, y)
+
+
 CHECK_CALLS = {
     "check_activation_bytes": lesson.check_activation_bytes,
     "check_activation_bytes_leaves_buffers_out": lesson.check_activation_bytes_leaves_buffers_out,
@@ -193,6 +321,9 @@ CHECK_CALLS = {
     "check_average_gradients_leaves_inputs": lesson.check_average_gradients_leaves_inputs,
     "check_average_on": lambda answer: lesson.check_average_on(answer, *ONE_RANK),
     "check_concepts": lambda answer: lesson.check_concepts(answer, ""),
+    "check_curve_on": lambda answer: lesson.check_curve_on(answer, _curve_case(warmup=False)),
+    "check_examples_curve": lesson.check_examples_curve,
+    "check_examples_curve_warmup": lesson.check_examples_curve_warmup,
     "check_freeze_backbone": lesson.check_freeze_backbone,
     "check_freeze_backbone_unfreezes_the_head": lesson.check_freeze_backbone_unfreezes_the_head,
     "check_head_trains_again": lambda answer: lesson.check_head_trains_again(
@@ -208,6 +339,9 @@ CHECK_CALLS = {
     "check_package_learns": lambda answer: lesson.check_package_learns(_package(answer)),
     "check_package_ranks_agree": lambda answer: lesson.check_package_ranks_agree(_package(answer)),
     "check_package_shards": lambda answer: lesson.check_package_shards(_package(answer)),
+    "check_profile_on": lambda answer: lesson.check_profile_on(
+        answer, *lesson._mlp_case(torch.Generator().manual_seed(5))),
+    "check_profile_step": lesson.check_profile_step,
     "check_prepared_on": lambda answer: lesson.check_prepared_on(
         answer, _weights(), IMAGES, torch.zeros(2, 3, 224, 224), "ResNet18"),
     "check_ranks_agree_on": lambda answer: lesson.check_ranks_agree_on(_run_of(answer)),
@@ -217,8 +351,11 @@ CHECK_CALLS = {
     "check_shards_on": lambda answer: lesson.check_shards_on(answer, 10, 3, lesson.BY_HAND[10, 3]),
     "check_shards_on_run": lambda answer: lesson.check_shards_on_run(_run_of(answer)),
     "check_top_k_names_input": lesson.check_top_k_names_input,
+    "check_top_by_memory": lesson.check_top_by_memory,
     "check_top_k_names_output": lesson.check_top_k_names_output,
+    "check_top_on": lambda answer: lesson.check_top_on(answer, _step_profile(), 3, "a step"),
     "check_trainable_optimizer": lesson.check_trainable_optimizer,
+    "check_warmup_on": lambda answer: lesson.check_warmup_on(answer, _curve_case(warmup=True)),
 }
 
 
@@ -371,7 +508,8 @@ def test_freeze_head_and_the_optimizer_spy():
                         p.mul_(0.5)
         return Shrinking([p for p in model.parameters() if p.requires_grad], lr=lr)
 
-    with pytest.raises(CheckFailed, match=r"frozen parameters that moved after optimizer.step\(\) \(spy"):
+    moved = r"frozen parameters that moved after the optimizer's step\(\) \(spy"
+    with pytest.raises(CheckFailed, match=moved):
         lesson.check_optimizer_on(optimizer_that_also_shrinks_everything, model, torch.randn(2, 1, 28, 28),
                                   0.1, "spy")
 
@@ -381,7 +519,7 @@ def test_hints_name_a_section_and_second_hints_exist():
         assert texts["es"].strip() and texts["en"].strip(), key
         assert "sección" in texts["es"] and "section" in texts["en"], key
         assert texts.get("more") in (None, *lesson.MORE_HINTS)
-    assert set(lesson.MORE_HINTS) == {"activation_bytes", "shard_indices"}
+    assert set(lesson.MORE_HINTS) == {"activation_bytes", "shard_indices", "examples_curve", "top_by_memory"}
 
 
 # ------------------------------------------------------------------ exercise 5: torchvision's weights
@@ -643,3 +781,54 @@ def test_the_notebook_writes_the_package_files_the_checks_use():
     assert set(written) == {*files, lesson.TRAINING_FILE}
     for name, text in files.items():
         assert written[name] == text.rstrip("\n"), name
+
+
+# ------------------------------------------------------------- exercise 9: the curve by examples seen
+def test_examples_curve_checks():
+    for _ in range(3):      # fresh sizes every time
+        lesson.check_examples_curve(examples_curve)
+        lesson.check_examples_curve_warmup(examples_curve)
+    lesson.check_examples_curve(curve_warmup_from_zero)        # without warm-up, only the rates differ
+    failure(lesson.check_examples_curve_warmup, curve_warmup_from_zero,
+            says=("learning rate at each step, 0 to", "warmup_steps=", "hint('examples_curve')"))
+    failure(lesson.check_examples_curve, curve_without_zero_grad, says="gradient of 0.weight used at step 1")
+    failure(lesson.check_examples_curve, curve_counting_batch_size, says="examples seen at each point")
+    failure(lesson.check_examples_curve, curve_of_tensors, says="losses as Python numbers")
+
+
+def test_the_curve_harness_on_chosen_cases():
+    case = lesson.CurveCase(torch.nn.Linear(3, 2), torch.randn(10, 3), torch.randint(0, 2, (10,)), 4, 3, 0.3)
+    assert case.slices == [(0, 4), (4, 8), (8, 10)]
+    assert lesson.warmup_rates(0.3, 3, 4) == pytest.approx([0.1, 0.2, 0.3, 0.3])
+    lesson.check_curve_on(examples_curve, case)
+    lesson.check_warmup_on(examples_curve, case)
+    x, y = torch.randn(5, 3), torch.randint(0, 2, (5,))
+    one_batch = lesson.CurveCase(torch.nn.Linear(3, 2), x, y, 64, 1, 0.1)
+    lesson.check_curve_on(examples_curve, one_batch)
+    failure(lesson.check_curve_on, curve_counting_batch_size, one_batch, says=("[5]", "[64]"))
+
+
+# ------------------------------------------------------------- exercise 10: profiling a training step
+def test_profile_step_checks():
+    for _ in range(3):
+        lesson.check_profile_step(profile_step)
+    failure(lesson.check_profile_step, profile_without_regions, says="record_function regions in the profile")
+    failure(lesson.check_profile_step, profile_loss_outside_forward, says="inside each region")
+    failure(lesson.check_profile_step, profile_without_memory, says="memory of the forward region")
+    failure(lesson.check_profile_step, lambda model, x, y, optimizer: model,
+            says=("profile_step(Linear(", "profile"))
+
+
+def test_the_profile_check_reads_a_cnn_too():
+    model = _seeded(course.training.make_cnn, channels=(3, 4), num_classes=6)
+    x, y = torch.randn(5, 1, 28, 28), torch.randint(0, 6, (5,))
+    lesson.check_profile_on(profile_step, model, x, y, "make_cnn")
+
+
+def test_top_by_memory_checks():
+    for _ in range(3):
+        lesson.check_top_by_memory(top_by_memory)
+    failure(lesson.check_top_by_memory, top_by_memory_with_children,
+            says=("self CPU memory as prof.key_averages() gives it", "hint('top_by_memory')"))
+    failure(lesson.check_top_by_memory, top_by_memory_smallest_first, says="the bytes returned, in order")
+    failure(lesson.check_top_by_memory, lambda prof, k: [("aten::addmm", 1)] * k, says="distinct operators")

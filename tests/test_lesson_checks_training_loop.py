@@ -11,7 +11,7 @@ import pytest
 import torch
 from check_messages import failure
 from torch import nn
-from torch.utils.data import DataLoader, Subset, TensorDataset
+from torch.utils.data import DataLoader, Subset
 
 import course
 from course import training
@@ -20,19 +20,6 @@ from graders.checks import CheckFailed
 from graders.lesson_checks import training_loop as lesson
 
 pytestmark = pytest.mark.usefixtures("english")
-
-
-def _trained_enough():
-    """A classifier that is right on every test image: a stand-in for a trained one, and its loader."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(20, 1, 28, 28, generator=g)
-    y = torch.randint(0, 10, (20,), generator=g)
-
-    class Lookup(nn.Module):
-        def forward(self, images):
-            return nn.functional.one_hot(y[:len(images)], 10).float() * 5
-
-    return Lookup(), DataLoader(TensorDataset(x, y), batch_size=20)
 
 
 # How test_harness calls each check with a given answer.
@@ -53,8 +40,11 @@ CHECK_CALLS = {
     "check_fit_history": lesson.check_fit_history,
     "check_accumulation_step": lesson.check_accumulation_step,
     "check_accumulation_loss": lesson.check_accumulation_loss,
-    "check_classifier": lambda answer: lesson.check_classifier(answer, *_trained_enough(), "cpu"),
-    "check_classifier_is_new": lambda answer: lesson.check_classifier_is_new(answer, _trained_enough()[0]),
+    "check_classifier_builds": lesson.check_classifier_builds,
+    "check_classifier_learns": lesson.check_classifier_learns,
+    "check_augmented_train_output": lesson.check_augmented_train_output,
+    "check_augmented_train_random": lesson.check_augmented_train_random,
+    "check_augmented_test_fixed": lesson.check_augmented_test_fixed,
     "check_log_epoch_steps": lesson.check_log_epoch_steps,
     "check_log_epoch_metrics": lesson.check_log_epoch_metrics,
     "check_concepts": lesson.check_concepts,
@@ -120,9 +110,23 @@ def accumulation_step(model, loss_fn, optimizer, micro_batches):
     return float(sum(loss.item() for loss in losses))
 
 
+class SmallCNN(nn.Module):
+    """A CNN written as a class, pooling with the functional form: another way to the same answer."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.first_norm = nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.second, self.second_norm = nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.head = nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, images):
+        x = nn.functional.max_pool2d(torch.relu(self.first_norm(self.first(images))), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.second_norm(self.second(x))), 2)
+        return self.head(x.flatten(1))
+
+
 def make_classifier():
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(),
-                         nn.Linear(4 * 7 * 7, 10))
+    return SmallCNN()
 
 
 # ------------------------------------------------------------------------------------------ accuracy
@@ -566,19 +570,157 @@ def test_scheduler_check_fails_a_rate_used_as_a_factor_and_the_course_schedulers
 
 
 # ---------------------------------------------------------------------------------- make_classifier
-def test_classifier_checks_pass_a_right_answer_and_fail_wrong_ones():
-    classifier, test_loader = _trained_enough()
-    lesson.check_classifier(make_classifier, classifier, test_loader, "cpu")
-    lesson.check_classifier_is_new(make_classifier, classifier)
-    failure(lesson.check_classifier, lambda: training.make_cnn(), classifier, test_loader, "cpu",
+def _mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def test_classifier_builds_check_passes_a_cnn_and_fails_wrong_ones():
+    lesson.check_classifier_builds(make_classifier)
+    lesson.check_classifier_builds(make_classifier, batch=1)
+    failure(lesson.check_classifier_builds, lambda: training.make_cnn(),
             says="training.make_cnn is not available in this exercise")
-    failure(lesson.check_classifier, lambda: nn.Linear(784, 10), classifier, test_loader, "cpu",
+    failure(lesson.check_classifier_builds, lambda: nn.Linear(784, 10),
             says=["raised an exception", "cannot be multiplied"])
-    failure(lesson.check_classifier, make_classifier, make_classifier(), test_loader, "cpu",
-            says=["classifier accuracy on 20 test images", "expected: ≥ 80 %"])
-    trained = make_classifier()
-    failure(lesson.check_classifier_is_new, lambda: trained, trained,
-            says=["two new models, sharing no parameters", "got: 4 shared parameters"])
+    failure(lesson.check_classifier_builds, _mlp,
+            says=["expected: a convolutional network: at least one nn.Conv2d among its layers", "Flatten"])
+    built = make_classifier()
+    failure(lesson.check_classifier_builds, lambda: built,
+            says=["two new models, sharing no parameters", "got: the same model"])
+    twins = nn.Sequential(make_classifier())
+    failure(lesson.check_classifier_builds, lambda: nn.Sequential(*twins), says="got: 8 shared parameters")
+
+
+def test_classifier_learns_check_trains_what_the_builder_returns():
+    lesson.check_classifier_learns(make_classifier, seed=7)
+    for not_a_cnn in (lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 10)), _mlp):
+        failure(lesson.check_classifier_learns, not_a_cnn, seed=7,
+                says=["accuracy on 5000 test images", f"expected: ≥ {lesson.CLASSIFIER_BAR:.1%}"])
+    failure(lesson.check_classifier_learns, lambda: training.make_cnn(), seed=7,
+            says="training.make_cnn is not available in this exercise")
+
+
+def test_classifier_learns_check_refuses_a_model_trained_beforehand():
+    with checks.seeded(0):
+        model = make_classifier()
+    lesson.check_classifier_learns(lambda: model, seed=8)   # trains this very model
+    failure(lesson.check_classifier_learns, lambda: copy.deepcopy(model), seed=8,
+            says=["expected: a new, untrained model", "before the check trains it"])
+
+
+# ------------------------------------------------------------------------- make_augmented_transforms
+def _transforms(*random, mean, std, test=None):
+    from torchvision import transforms
+
+    to_input = [transforms.ToTensor(), transforms.Normalize((mean,), (std,))]
+    return transforms.Compose([*random, *to_input]), test or transforms.Compose(to_input)
+
+
+def make_augmented_transforms(mean, std, max_shift=2):
+    """The RandomAffine way: a shift of up to max_shift pixels is that fraction of the side."""
+    from torchvision import transforms
+
+    share = max_shift / 28
+    return _transforms(transforms.RandomAffine(degrees=0, translate=(share, share)),
+                       transforms.RandomHorizontalFlip(), mean=mean, std=std)
+
+
+def _cropping(mean, std, max_shift=2, *, padding=None, flip=True):
+    from torchvision import transforms
+
+    padding = max_shift if padding is None else padding
+    flips = [transforms.RandomHorizontalFlip()] if flip else []
+    return _transforms(*flips, transforms.RandomCrop(28, padding=padding), mean=mean, std=std)
+
+
+def _normalised_first(mean, std, max_shift=2):
+    from torchvision import transforms
+
+    to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize((mean,), (std,))])
+    return transforms.Compose([to_input, transforms.RandomHorizontalFlip(),
+                               transforms.RandomCrop(28, padding=max_shift)]), to_input
+
+
+def _upside_down(mean, std, max_shift=2):
+    from torchvision import transforms
+
+    return _transforms(transforms.RandomVerticalFlip(), transforms.RandomCrop(28, padding=max_shift),
+                       mean=mean, std=std)
+
+
+def test_augmentation_checks_pass_right_answers_written_either_way():
+    for answer in (make_augmented_transforms, _cropping):
+        lesson.check_augmented_train_output(answer)
+        lesson.check_augmented_train_output(answer, seed=1, max_shift=3)
+        lesson.check_augmented_train_random(answer)
+        lesson.check_augmented_train_random(answer, seed=2, max_shift=1)
+        lesson.check_augmented_test_fixed(answer)
+
+
+def _unchanged(mean, std, max_shift=2):
+    return _transforms(mean=mean, std=std)
+
+
+def _one_transform(mean, std, max_shift=2):
+    return _unchanged(mean, std)[0]
+
+
+def _without_flips(mean, std, max_shift=2):
+    return _cropping(mean, std, max_shift, flip=False)
+
+
+def _sideways_only(mean, std, max_shift=2):
+    return _cropping(mean, std, max_shift, padding=(max_shift, 0))   # left and right, not up and down
+
+
+def _always_two(mean, std, max_shift=2):
+    return _cropping(mean, std, padding=2)   # max_shift ignored
+
+
+def test_augmentation_output_check_finds_images_not_placed_as_asked():
+    failure(lesson.check_augmented_train_output, _normalised_first, seed=3, max_shift=2,
+            says=["the values are not the image's, placed", "values match the closest placement",
+                  "the border that comes in at background (pixel 0)"])
+    failure(lesson.check_augmented_train_output, _upside_down, seed=3, max_shift=2,
+            says="values match the closest placement")
+    failure(lesson.check_augmented_train_output, _unchanged,
+            says=["expected: augmented images: not always the same placement",
+                  "got: always (mirrored, down, right) = (False, 0, 0)"])
+    failure(lesson.check_augmented_train_output, _one_transform,
+            says=["the type is not the expected one", "Compose"])
+
+
+def test_augmentation_random_check_counts_flips_and_shifts_over_many_draws():
+    failure(lesson.check_augmented_train_random, _without_flips, seed=4,
+            says=["mirrored", "expected: about half (between 35 % and 65 %)", "got: 0%"])
+    failure(lesson.check_augmented_train_random, _sideways_only, seed=4, max_shift=2,
+            says=["vertical shifts seen (pixels)", "from -2 to 2, both ends included", "got: [0]"])
+    failure(lesson.check_augmented_train_random, _always_two, seed=4, max_shift=3,
+            says=["shifts seen (pixels)", "from -3 to 3", "got: [-2, -1, 0, 1, 2]"])
+    failure(lesson.check_augmented_train_random, _always_two, seed=4, max_shift=1,
+            says=["from -1 to 1", "got: [-2, -1, 0, 1, 2]"])
+
+
+def test_augmentation_test_check_wants_the_image_as_it_is_every_time():
+    def augmented_test(mean, std, max_shift=2):
+        train_transform, _ = _cropping(mean, std, max_shift)
+        return train_transform, train_transform
+
+    failure(lesson.check_augmented_test_fixed, augmented_test, seed=5, max_shift=2,
+            says=["test_transform(PIL image), call", "the image as it is, normalised", "the values differ"])
+    lesson.check_augmented_test_fixed(_unchanged)
+
+
+def test_augmentation_checks_switch_the_courses_batch_augmentation_off():
+    def by_batches(mean, std, max_shift=2):
+        from torchvision import transforms
+
+        def shift_flip(image):
+            return training.random_shift_flip(transforms.functional.pil_to_tensor(image)[None], max_shift)[0]
+        return _transforms(shift_flip, transforms.ToPILImage(), mean=mean, std=std)
+
+    failure(lesson.check_augmented_train_output, by_batches,
+            says="training.random_shift_flip is switched off during this check")
+    assert training.random_shift_flip.__name__ == "random_shift_flip"
 
 
 # ------------------------------------------------------------------------------------------- harness

@@ -53,6 +53,16 @@ class ClippedIdentity(torch.autograd.Function):
     def backward(ctx, grad_output):
         return grad_output, None, None
 ''',
+        # no ReLU mask on the way back: the gradient goes through the ReLU as if it were the identity
+        "manual_backward": '''
+def manual_backward(x, targets, w1, b1, w2, b2):
+    z1 = x @ w1.T + b1
+    a1 = torch.relu(z1)
+    logits = a1 @ w2.T + b2
+    grad_logits = (logits.softmax(dim=1) - F.one_hot(targets, logits.shape[1])) / len(targets)
+    grad_z1 = grad_logits @ w2
+    return grad_z1.T @ x, grad_z1.sum(dim=0), grad_logits.T @ a1, grad_logits.sum(dim=0)
+''',
     },
     "03_modules": {
         # a ReLU after the last layer too
@@ -77,6 +87,25 @@ def init_weights(model):
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
     return model
+''',
+        # the transform applied to every image once, in __init__: right items, but not lazily
+        "image_dataset": '''
+class ImageDataset(Dataset):
+    def __init__(self, images, labels, transform=None):
+        self.images = images if transform is None else [transform(image) for image in images]
+        self.labels = labels
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        return self.images[index], int(self.labels[index])
+''',
+        # the textbook formula through the sigmoid: right on ordinary logits, inf or nan on large ones
+        "bce_with_logits": '''
+def bce_with_logits(logits, targets):
+    p = torch.sigmoid(logits)
+    return -(targets * torch.log(p) + (1 - targets) * torch.log(1 - p)).mean()
 ''',
     },
     "04_training_loop": {
@@ -182,6 +211,26 @@ def accumulation_step(model, loss_fn, optimizer, micro_batches):
     optimizer.step()
     return large_loss
 ''',
+        # the linear layer sized for one pooling: the second max-pool halved the side again, to 7
+        "make_classifier": '''
+def make_classifier():
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 14 * 14, 10),
+    )
+''',
+        # normalises first and shifts after: the border that comes in is 0 in normalised units, grey
+        "make_augmented_transforms": '''
+def make_augmented_transforms(mean, std, max_shift=2):
+    to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize((mean,), (std,))])
+    train_transform = transforms.Compose([
+        to_input,
+        transforms.RandomHorizontalFlip(),
+        transforms.RandomCrop(28, padding=max_shift),
+    ])
+    return train_transform, to_input
+''',
         # the batches' step starts again at 0 every epoch
         "log_epoch": '''
 def log_epoch(writer, epoch, batch_losses, metrics):
@@ -221,6 +270,19 @@ def evaluate_fixed(model, x, y):
         accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
     model.train()
     return accuracy
+''',
+        # the sigmoid stays at the end of the model: BCEWithLogitsLoss applies it a second time
+        "binary_classifier": '''
+class BinaryClassifier(nn.Module):
+    def __init__(self, n_in, n_hidden):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(n_in, n_hidden), nn.ReLU(), nn.Linear(n_hidden, 1), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.body(x).squeeze(1)
+
+    def predict_proba(self, x):
+        return torch.sigmoid(self(x))
 ''',
         # counts the steps from 0
         "first_bad_step": '''
@@ -319,6 +381,28 @@ def shard_indices(n, num_replicas, rank, shuffle=False, seed=0, epoch=0):
     per_rank = -(-n // num_replicas)
     padded = (order * num_replicas)[:per_rank * num_replicas]
     return padded[rank * per_rank:(rank + 1) * per_rank]
+''',
+        # the warm-up counted from step / warmup_steps: the first step is taken at rate 0
+        "examples_curve": '''
+def examples_curve(model, optimizer, x, y, batch_size, warmup_steps):
+    peak = optimizer.param_groups[0]["lr"]
+    curve, seen = [], 0
+    for step, start in enumerate(range(0, len(x), batch_size)):
+        for group in optimizer.param_groups:
+            group["lr"] = peak * min(1.0, step / warmup_steps)
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x[start:start + batch_size]), y[start:start + batch_size])
+        loss.backward()
+        optimizer.step()
+        seen += len(x[start:start + batch_size])
+        curve.append((seen, loss.item()))
+    return curve
+''',
+        # sorts by the memory of each operator with the operators it calls (cpu_memory_usage), not its own
+        "top_by_memory": '''
+def top_by_memory(prof, k):
+    rows = sorted(prof.key_averages(), key=lambda row: row.cpu_memory_usage, reverse=True)
+    return [(row.key, row.cpu_memory_usage) for row in rows[:k]]
 ''',
     },
 }

@@ -1,7 +1,8 @@
 """Install the Debian packages the course needs, when this machine allows it; else say how.
 
 ``make setup`` runs this with the system's Python (standard library only, before any venv);
-``make test`` runs it with ``--tests``, which adds what only the tests need:
+``make test`` runs it with ``--tests``, which adds what only the tests need; ``make hub`` with
+``--hub``, for JupyterHub's proxy alone:
 
 - already installed: nothing to do;
 - root, or sudo without a password: ``apt-get install`` them, saying what and why;
@@ -20,9 +21,12 @@ WHY = {
     "dataset-fashion-mnist": "FashionMNIST's four files, so that the lessons run without internet",
     "bubblewrap": "the sandbox in which `make grade` runs each student's code",
     "chromium": "the browser in which the tests open every lesson in JupyterLab",
+    "node-configurable-http-proxy": "the proxy in front of the course's JupyterHub (make hub)",
 }
 COURSE_PACKAGES = ["dataset-fashion-mnist", "bubblewrap"]
 TEST_PACKAGES = [*COURSE_PACKAGES, "chromium"]
+HUB_PACKAGES = ["node-configurable-http-proxy"]
+OPTIONS = {"--tests": TEST_PACKAGES, "--hub": HUB_PACKAGES}
 
 
 @dataclass
@@ -82,8 +86,9 @@ def explain(chosen: Plan) -> str:
 
 
 def main(argv=None) -> int:
-    tests = "--tests" in (sys.argv[1:] if argv is None else argv)
-    chosen = plan(TEST_PACKAGES if tests else COURSE_PACKAGES, has_apt=bool(shutil.which("apt-get")),
+    argv = sys.argv[1:] if argv is None else argv
+    packages = next((OPTIONS[option] for option in argv if option in OPTIONS), COURSE_PACKAGES)
+    chosen = plan(packages, has_apt=bool(shutil.which("apt-get")),
                   installed=is_installed, is_root=os.geteuid() == 0, sudo_works=can_sudo)
     message = explain(chosen)
     if message:

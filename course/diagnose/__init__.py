@@ -32,6 +32,8 @@ What it watches, and the code of the finding it reports:
 ``shape_mismatch``        an element-wise loss (``mse_loss``, ``l1_loss``...) whose prediction and target
                           shapes differ, or a subtraction ``(N, 1) - (N,)`` that broadcasts to ``(N, N)``
 ``softmax_before_loss``   ``cross_entropy`` / ``nll_loss`` fed with probabilities from a softmax
+``sigmoid_before_logits_loss``  ``binary_cross_entropy_with_logits`` (``BCEWithLogitsLoss``) fed with a
+                          sigmoid's output instead of logits
 ``device_mismatch``       the step raised because tensors sit on different devices
 ``pickled_model``         ``torch.load`` refused a whole pickled model (``weights_only=True``)
 ``inplace_modified``      backward raised because an in-place operation overwrote a saved tensor
@@ -67,6 +69,7 @@ CODES = (
     "step_raised",
     "shape_mismatch",
     "softmax_before_loss",
+    "sigmoid_before_logits_loss",
     "step_before_backward",
     "grads_not_cleared",
     "eval_mode",

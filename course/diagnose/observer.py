@@ -31,6 +31,9 @@ ELEMENTWISE_LOSSES = (
 )
 # Losses that apply log_softmax themselves (cross_entropy) or expect log-probabilities (nll_loss).
 LOGIT_LOSSES = (F.cross_entropy, F.nll_loss)
+# Nodes that only reshape or copy what they receive: a sigmoid behind them still fed the loss.
+_PASS_THROUGH_NODES = ("View", "Reshape", "Squeeze", "Unsqueeze", "Select", "Slice", "Permute", "Transpose",
+                       "Expand", "Clone", "ToCopy", "Alias", "Unsafe")
 
 
 class _Sentinel:
@@ -73,6 +76,15 @@ def _argument(args, kwargs, position, name):
     if len(args) > position:
         return args[position]
     return kwargs.get(name)
+
+
+def _comes_from_sigmoid(tensor) -> bool:
+    """Whether ``tensor`` is a sigmoid's output, perhaps reshaped or indexed (``.squeeze(1)``, ``[:, 0]``,
+    ``nn.Flatten``...)."""
+    node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
+    while node is not None and type(node).__name__.startswith(_PASS_THROUGH_NODES):
+        node = next((next_node for next_node, _ in node.next_functions if next_node is not None), None)
+    return node is not None and type(node).__name__.startswith("Sigmoid")
 
 
 def _looks_like_probabilities(tensor) -> bool:
@@ -187,6 +199,8 @@ class Observer:
     def before_call(self, func, args, kwargs):
         if func in ELEMENTWISE_LOSSES:
             pred, target = _argument(args, kwargs, 0, "input"), _argument(args, kwargs, 1, "target")
+            if func is F.binary_cross_entropy_with_logits and _comes_from_sigmoid(pred):
+                self.record("sigmoid_before_logits_loss", {"operation": f"F.{func.__name__}"})
             if isinstance(pred, torch.Tensor) and isinstance(target, torch.Tensor):
                 if pred.shape != target.shape:
                     self._shape_mismatch(f"F.{func.__name__}", pred, target)

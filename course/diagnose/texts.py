@@ -69,6 +69,13 @@ TEXTS = {
             "remove the softmax from the model and give the loss the raw logits; apply softmax "
             "only when you need probabilities.",
         ),
+        "sigmoid_before_logits_loss": (
+            "{operation} (BCEWithLogitsLoss) received a sigmoid's output instead of raw logits; it "
+            "applies the sigmoid itself, so the loss cannot go below a floor, the gradients shrink "
+            "and the probabilities are squashed between 0.5 and 0.73.",
+            "remove the sigmoid from the model and give the loss the raw logits (or keep it and use "
+            "BCELoss, less stable); apply torch.sigmoid only when you need probabilities.",
+        ),
         "device_mismatch": (
             "the step raised a device error: {error}",
             "move the batch to the model's device inside the step: "
@@ -166,6 +173,13 @@ TEXTS = {
             "ya aplica log_softmax, así que los gradientes se encogen y el entrenamiento se atasca.",
             "quita el softmax del modelo y pasa a la pérdida los logits tal cual; aplica softmax "
             "solo cuando necesites probabilidades.",
+        ),
+        "sigmoid_before_logits_loss": (
+            "{operation} (BCEWithLogitsLoss) recibió la salida de un sigmoide en lugar de logits; la "
+            "pérdida ya aplica el sigmoide, así que no puede bajar de cierto mínimo, los gradientes se "
+            "encogen y las probabilidades quedan aplastadas entre 0.5 y 0.73.",
+            "quita el sigmoide del modelo y pasa a la pérdida los logits tal cual (o consérvalo y usa "
+            "BCELoss, menos estable); aplica torch.sigmoid solo cuando necesites probabilidades.",
         ),
         "device_mismatch": (
             "el paso lanzó un error de dispositivo: {error}",

@@ -2,8 +2,8 @@
 
 Each check draws fresh random inputs and judges the answer by what the lesson states and a student
 can verify by hand: derivatives worked out on paper, the snippet of an exercise run as written,
-the rules a loop's result must obey, what ``gradcheck`` says. No reference implementation lives
-here.
+the rules a loop's result must obey, what ``gradcheck`` says, and, for the backward pass written by
+hand, what autograd itself computes on the same network. No reference implementation lives here.
 """
 
 import contextlib
@@ -20,9 +20,11 @@ __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTC
            "check_clipped_backward", "check_clipped_identity_backward", "check_clipped_identity_forward",
            "check_compound_grad", "check_compound_grads", "check_compound_value", "check_concepts",
            "check_finite_difference_grad", "check_finite_difference_grad_black_box",
-           "check_freeze_all_but_last", "check_predicted_grad", "check_second_derivative", "check_sgd_step",
-           "check_trainable_count", "check_weighted_backward", "check_weighted_backward_one_entry",
-           "grade_concepts", "gradient_after_snippet", "run_compound", "show_questions"]
+           "check_freeze_all_but_last", "check_manual_backward_case", "check_manual_backward_edge_cases",
+           "check_manual_backward_hidden", "check_manual_backward_output", "check_predicted_grad",
+           "check_second_derivative", "check_sgd_step", "check_trainable_count", "check_weighted_backward",
+           "check_weighted_backward_one_entry", "grade_concepts", "gradient_after_snippet", "network_case",
+           "run_compound", "show_questions"]
 
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
@@ -33,11 +35,21 @@ show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 # by the check that runs it: autograd itself where the gradient is to be worked out without it, the
 # library's Hessians where the two derivatives are.
 _AUTOGRAD = [(torch.Tensor, "backward"), (torch.autograd, "backward"), (torch.autograd, "grad")]
+# Every way into autograd, for the backward pass written by hand: the engine's entry, where every
+# reverse-mode path ends (torch.autograd.functional and torch.func's transforms included), and
+# forward mode's dual numbers; torch.func's transforms by name, so that a message names the one called.
+_TRANSFORMS = ("grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd")
+_ALL_OF_AUTOGRAD = [*_AUTOGRAD, (torch.autograd, "_engine_run_backward"),
+                    (torch.autograd.forward_ad, "make_dual"), *((torch.func, name) for name in _TRANSFORMS)]
 SHORTCUTS = {
     "check_finite_difference_grad": _AUTOGRAD,
     "check_finite_difference_grad_black_box": _AUTOGRAD,
     "check_predicted_grad": _AUTOGRAD,
     "check_second_derivative": [(torch.autograd.functional, "hessian"), (torch.func, "hessian")],
+    "check_manual_backward_output": _ALL_OF_AUTOGRAD,
+    "check_manual_backward_hidden": _ALL_OF_AUTOGRAD,
+    "check_manual_backward_edge_cases": _ALL_OF_AUTOGRAD,
+    "check_manual_backward_case": _ALL_OF_AUTOGRAD,
 }
 
 
@@ -452,3 +464,122 @@ def check_clipped_identity_backward(function) -> None:
     upstream = torch.rand(6, generator=generator, dtype=torch.float64) + 0.5
     check_clipped_backward(function, x, low, high, upstream,
                            f"ClippedIdentity.apply(x (6,), {low:.3f}, {high:.3f})")
+
+
+# The network of the backward pass written by hand: x (N, D) → Linear(w1, b1) → ReLU → Linear(w2, b2)
+# → logits (N, C), and the mean softmax cross-entropy against targets (N,). Weights are laid out
+# (out, in), as nn.Linear's.
+PARAMETERS = ("w1", "b1", "w2", "b2")
+_AUTOGRAD_OFF = checks.both(
+    "{name} no está disponible en este ejercicio: autograd está apagado mientras corre tu función; "
+    "calcula los gradientes a mano",
+    "{name} is not available in this exercise: autograd is switched off while your function runs; "
+    "work the gradients out by hand")
+
+
+def _pre_activations(case: dict) -> torch.Tensor:
+    return torch.nn.functional.linear(case["x"], case["w1"], case["b1"])
+
+
+def _mixed(case: dict, dead: int) -> bool:
+    """The live units' pre-activations hold both signs, and none sits on the ReLU's kink."""
+    live = _pre_activations(case)[:, dead:]
+    return bool((live < 0).any() and (live > 0).any() and (live.abs() > 1e-6).all())
+
+
+def network_case(generator, sizes=None, *, dead: int = 0, scale: float = 1.0) -> dict:
+    """A batch, its targets and the network's parameters, float64, none requiring gradients.
+
+    ``sizes``: ``(batch, inputs, hidden, classes)``, else drawn from ``generator``. The live hidden
+    units are negative on some examples and positive on others, so that the ReLU's mask matters; the
+    first ``dead`` units are negative on every example, so that the ReLU passes them nothing back.
+    ``scale`` multiplies the inputs (larger logits).
+    """
+    batch, inputs, hidden, classes = sizes or [int(torch.randint(low, high, (), generator=generator))
+                                               for low, high in [(2, 9), (2, 7), (3, 9), (2, 6)]]
+    for _ in range(1000):
+        case = {"x": torch.randn(batch, inputs, generator=generator, dtype=torch.float64) * scale,
+                "targets": torch.randint(classes, (batch,), generator=generator),
+                "w1": torch.randn(hidden, inputs, generator=generator, dtype=torch.float64),
+                "b1": torch.randn(hidden, generator=generator, dtype=torch.float64),
+                "w2": torch.randn(classes, hidden, generator=generator, dtype=torch.float64),
+                "b2": torch.randn(classes, generator=generator, dtype=torch.float64)}
+        reach = (case["x"] @ case["w1"][:dead].T).abs().amax(dim=0) if dead else torch.zeros(0)
+        case["b1"][:dead] = -reach - 0.5
+        if _mixed(case, dead):
+            return case
+    raise RuntimeError(f"no network of sizes {sizes} with mixed hidden units in 1000 draws")
+
+
+def autograd_gradients(case: dict) -> tuple:
+    """∂(mean loss)/∂(w1, b1, w2, b2) as autograd computes them, on copies that require gradients."""
+    leaves = [case[name].clone().requires_grad_(True) for name in PARAMETERS]
+    with torch.enable_grad():
+        hidden = torch.nn.functional.relu(torch.nn.functional.linear(case["x"], leaves[0], leaves[1]))
+        logits = torch.nn.functional.linear(hidden, leaves[2], leaves[3])
+        return torch.autograd.grad(torch.nn.functional.cross_entropy(logits, case["targets"]), leaves)
+
+
+def _call(case: dict) -> str:
+    shapes = ", ".join(f"{name} {tuple(case[name].shape)}" for name in ("x", "targets", *PARAMETERS))
+    return f"manual_backward({shapes})"
+
+
+def _by_hand(manual_backward, case: dict, name: str, hint):
+    """``manual_backward`` on the case with autograd off: its inputs require no gradient, nothing is
+    recorded (grad mode off, as in ``torch.no_grad``) and every way into autograd is refused;
+    checked to be 4 values."""
+    __tracebackhide__ = True
+    arguments = [case["x"], case["targets"], *(case[parameter] for parameter in PARAMETERS)]
+    with torch.set_grad_enabled(False):
+        result = checks.run_answer(manual_backward, *arguments, name=name, hint=hint,
+                                   shortcuts=_ALL_OF_AUTOGRAD, message=_AUTOGRAD_OFF)
+    checks.check_type(result, (tuple, list), name=name, hint=hint)
+    checks.check_equal(len(result), len(PARAMETERS), name=f"len({name})", hint=hint)
+    return result
+
+
+@checks.keeps_random_state
+def check_manual_backward_case(manual_backward, case: dict, parameters=PARAMETERS, *, kept: bool = False,
+                               label: str = "") -> None:
+    """The gradients for ``parameters`` equal autograd's on ``case`` (float64, assert_close's
+    tolerances); with ``kept``, the inputs come back unchanged. ``label`` describes the case."""
+    __tracebackhide__ = True
+    hint = HINTS["manual_backward"]
+    expected = autograd_gradients(case)
+    before = {key: value.clone() for key, value in case.items()}
+    call, where = _call(case), f" ({label})" if label else ""
+    got = _by_hand(manual_backward, case, call + where, hint)
+    for index, parameter in enumerate(PARAMETERS):
+        if parameter in parameters:
+            checks.check_close(got[index], expected[index],
+                               name=f"{call}[{index}], the gradient for {parameter}{where}", hint=hint)
+    if kept:
+        for key, value in before.items():
+            checks.check_unchanged(value, case[key], name=f"{key} after {call}{where}", hint=hint)
+
+
+@checks.keeps_random_state
+def check_manual_backward_output(manual_backward) -> None:
+    """The output layer's gradients (w2, b2), on a network of random sizes."""
+    check_manual_backward_case(manual_backward, network_case(checks.fresh_generator()), ("w2", "b2"))
+
+
+@checks.keeps_random_state
+def check_manual_backward_hidden(manual_backward) -> None:
+    """The hidden layer's gradients (w1, b1), through the ReLU's mask: its units are negative on some
+    examples and positive on others."""
+    check_manual_backward_case(manual_backward, network_case(checks.fresh_generator()), ("w1", "b1"),
+                               label="hidden units both active and inactive")
+
+
+@checks.keeps_random_state
+def check_manual_backward_edge_cases(manual_backward) -> None:
+    """Every gradient, with a batch of one example, and with two hidden units dead on every example;
+    the inputs are left as they were."""
+    generator = checks.fresh_generator()
+    inputs, hidden, classes = (int(torch.randint(2, 7, (), generator=generator)) for _ in range(3))
+    check_manual_backward_case(manual_backward, network_case(generator, (1, inputs, hidden + 1, classes)),
+                               kept=True, label="a batch of one example")
+    check_manual_backward_case(manual_backward, network_case(generator, dead=2), kept=True,
+                               label="hidden units 0 and 1 dead on every example")

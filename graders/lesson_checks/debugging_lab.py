@@ -27,12 +27,13 @@ from course.diagnose import diagnose
 from graders import checks
 from graders.lesson_checks import concept_questions, lesson_texts
 
-__all__ = ["HINTS", "MORE_HINTS", "check_block", "check_classifier_learns", "check_clipped_order",
+__all__ = ["HINTS", "MORE_HINTS", "check_binary_classifier_learns", "check_binary_predict_proba",
+           "check_block", "check_classifier_learns", "check_clipped_order",
            "check_clipped_update", "check_concepts", "check_diagnose_finds_nothing",
            "check_evaluate_accuracy", "check_evaluate_restores_mode", "check_final_step",
            "check_first_bad_step_by_hand", "check_first_bad_step_on_training",
            "check_first_bad_step_scripted", "check_like_reference", "check_logits_on_model_device",
-           "check_predict", "check_predict_proba", "check_regression_loss",
+           "check_predict", "check_predict_proba", "check_predict_restores_mode", "check_regression_loss",
            "check_regression_loss_by_hand", "check_residual_by_hand", "check_save_and_reload",
            "check_train_epoch", "check_train_step", "classification_batch", "epoch_as_step",
            "grade_concepts", "grads_of", "mlp", "show_questions"]
@@ -366,6 +367,13 @@ def check_predict(predict, seed=505, n_in=4, dropout=0.5, n=8):
         f"bytes autograd saved for a backward pass during {name}"))
 
 
+@checks.keeps_random_state
+def check_predict_restores_mode(predict, seed=516, modes=(True, False, True)):
+    """The model runs in evaluation mode and leaves ``predict`` in the mode it arrived in (bug 9 of
+    this lab is leaving it in evaluation mode); a ``predict`` that never runs the model fails too."""
+    _check_restores_mode(predict, "predict", seed, modes, with_labels=False)
+
+
 # -------------------------------------------------------------------- exercise 5: save_and_reload
 def _small_model():
     return mlp(3, 6, 2, batchnorm=True)
@@ -609,7 +617,14 @@ def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, T
     """Whatever mode the model arrives in, it is run in evaluation mode (BatchNorm and Dropout
     included), and it leaves in the mode it arrived in, and so do its layers. A function that never
     runs the model has evaluated nothing, and restored nothing either."""
-    hint = HINTS["evaluate_fixed"]
+    _check_restores_mode(evaluate_fixed, "evaluate_fixed", seed, modes, with_labels=True,
+                         shortcuts=SHORTCUTS["check_evaluate_restores_mode"])
+
+
+def _check_restores_mode(answer, exercise: str, seed, modes, *, with_labels: bool, shortcuts=()) -> None:
+    """``answer(model, x[, y])`` on a model with BatchNorm and Dropout arriving in each of ``modes``:
+    at least one pass in evaluation mode per layer, and every mode given back as it was found."""
+    hint = HINTS[exercise]
     model = mlp(3, 8, 2, batchnorm=True, dropout=0.4)
     x, y = classification_batch(10, 3, 2, checks.seeded_generator(seed))
     layers = {"model[1] (BatchNorm1d)": model[1], "model[3] (Dropout)": model[3]}
@@ -618,23 +633,23 @@ def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, T
         mode = "train" if start else "eval"
         seen, handles = checks.modes_seen(layers)
         try:
-            _run("check_evaluate_restores_mode", evaluate_fixed, model, x, y, name=f"evaluate_fixed [{mode}]",
-                 hint=hint)
+            checks.run_answer(answer, model, x, *([y] if with_labels else []), name=f"{exercise} [{mode}]",
+                              hint=hint, shortcuts=shortcuts, message=_LOOPS_OFF)
         finally:
             for handle in handles:
                 handle.remove()
         for key in layers:
             flags = [training for name, training in seen if name == key]
             checks.check_true(False in flags, hint=hint,
-                              name=checks.both(f"{key} durante evaluate_fixed [{mode}]",
-                                               f"{key} during evaluate_fixed [{mode}]"),
+                              name=checks.both(f"{key} durante {exercise} [{mode}]",
+                                               f"{key} during {exercise} [{mode}]"),
                               expected=checks.both("al menos una pasada en modo evaluación (training=False)",
                                                    "at least one pass in evaluation mode (training=False)"),
                               got=checks.both(f"{len(flags)} pasadas, {flags.count(False)} en evaluación",
                                               f"{len(flags)} passes, {flags.count(False)} in evaluation"))
         for key, module in [("model", model), *layers.items()]:
-            checks.check_equal(module.training, start, name=f"{key}.training [{mode} → evaluate_fixed]",
-                               hint=hint)
+            checks.check_equal(module.training, start, hint=hint,
+                               name=f"{key}.training [{mode} → {exercise}]")
 
 
 # ------------------------------------------------------------- exercise 10: residual_block_fixed
@@ -757,7 +772,99 @@ def check_first_bad_step_on_training(first_bad_step, seed=513, lr=0.05, max_step
                        name=checks.both(f"llamadas a train_step [{name}]", f"calls to train_step [{name}]"))
 
 
-# ------------------------------------------------------------------ exercise 12: train_step_final
+# ------------------------------------------------------------------- exercise 12: BinaryClassifier
+def _binary_blobs(n, d, generator):
+    """Two clouds of points; the labels are floats, 0.0 or 1.0, as ``BCEWithLogitsLoss`` takes them."""
+    x, y = _blobs_of(n, 2, d, generator)
+    return x, y.float()
+
+
+def _sigmoid_floor(y) -> float:
+    """The least ``BCEWithLogitsLoss`` can be when the model already ends in a sigmoid: its outputs s
+    lie in (0, 1), so the loss sees σ(s) in (0.5, σ(1)); each 1 costs at least -log σ(1), each 0 log 2."""
+    positives = y.mean().item()
+    return positives * F.softplus(torch.tensor(-1.0)).item() + (1 - positives) * math.log(2)
+
+
+def _trained_binary(BinaryClassifier, x, y, n_in, steps, name, hint):
+    """A fresh ``BinaryClassifier(n_in, 16)`` after ``steps`` Adam steps of ``BCEWithLogitsLoss``, and its
+    last loss; the output's shape is checked first, for a batch and for a single example."""
+    net = BinaryClassifier(n_in, 16)
+    checks.check_shape(checks.check_runs(net, x, name=f"{name}(x)", hint=hint), (len(x),), name=f"{name}(x)",
+                       hint=hint)
+    checks.check_shape(checks.check_runs(net, x[:1], name=f"{name}(x[:1])", hint=hint), (1,),
+                       name=f"{name}(x[:1])", hint=hint)
+    loss_fn = nn.BCEWithLogitsLoss()
+    adam = torch.optim.Adam(net.parameters(), lr=0.05)
+    for _ in range(steps):
+        adam.zero_grad(set_to_none=True)
+        objective = loss_fn(net(x), y)
+        objective.backward()
+        adam.step()
+    return net, objective.item()
+
+
+@checks.keeps_random_state
+def check_binary_classifier_learns(BinaryClassifier, seed=517, n_in=2, steps=40):
+    """Logits of shape (N,), also for N = 1; trained with ``BCEWithLogitsLoss``, the loss goes well below
+    the floor a sigmoid inside the model would impose."""
+    x, y = _binary_blobs(48, n_in, checks.seeded_generator(seed))
+    hint = HINTS["binary_classifier"]
+    name = f"BinaryClassifier({n_in}, 16)"
+    with checks.seeded(seed):                  # the weights, and whatever the model draws as it trains
+        _, loss = _trained_binary(BinaryClassifier, x, y, n_in, steps, name, hint)
+    floor = _sigmoid_floor(y)
+    checks.check_true(loss < floor / 2, hint=hint, got=f"{loss:.4f}",
+                      name=checks.both(
+                          f"BCEWithLogitsLoss tras {steps} pasos de Adam [{name}, 48 ejemplos]",
+                          f"BCEWithLogitsLoss after {steps} Adam steps [{name}, 48 examples]"),
+                      expected=checks.both(
+                          f"menos de {floor / 2:.3f} (con un sigmoide dentro del modelo no baja "
+                          f"de {floor:.3f})",
+                          f"below {floor / 2:.3f} (with a sigmoid inside the model it cannot go below "
+                          f"{floor:.3f})"))
+
+
+@checks.keeps_random_state
+def check_binary_predict_proba(BinaryClassifier, seed=518, n_in=3, n=10, steps=40):
+    """Probabilities of class 1, shape (N,), whose log-odds are the logits; once trained, confident
+    ones reach past 0.1 and 0.9 (a sigmoid applied twice keeps them between 0.5 and 0.73)."""
+    g = checks.seeded_generator(seed)
+    x = torch.randn(n, n_in, generator=g)
+    hint = HINTS["binary_classifier"]
+    name = f"BinaryClassifier({n_in}, 8).predict_proba(x)"
+    with checks.seeded(seed):
+        net = BinaryClassifier(n_in, 8)
+        probabilities = checks.check_runs(net.predict_proba, x, name=name, hint=hint)
+        logits = checks.check_runs(net, x, name=f"BinaryClassifier({n_in}, 8)(x)", hint=hint)
+    checks.check_shape(probabilities, (n,), name=name, hint=hint)
+    checks.check_shape(logits, (n,), name=f"BinaryClassifier({n_in}, 8)(x)", hint=hint)
+    probabilities, logits = probabilities.detach(), logits.detach()
+    inside = bool(((probabilities > 0) & (probabilities < 1)).all())
+    checks.check_true(inside, name=name, hint=hint, got=checks.describe(probabilities),
+                      expected=checks.both("valores entre 0 y 1", "values between 0 and 1"))
+    log_odds = probabilities.log() - (1 - probabilities).log()
+    checks.check_close(log_odds, logits, hint=hint,
+                       name=checks.both(f"log(p / (1 - p)) con p = {name}, frente a los logits",
+                                        f"log(p / (1 - p)) with p = {name}, against the logits"))
+    train_x, train_y = _binary_blobs(48, n_in, g)
+    trained_name = f"BinaryClassifier({n_in}, 16)"
+    with checks.seeded(seed):
+        trained, _ = _trained_binary(BinaryClassifier, train_x, train_y, n_in, steps, trained_name, hint)
+        spread = checks.check_runs(trained.predict_proba, train_x, name=f"{trained_name}.predict_proba(x)",
+                                   hint=hint).detach()
+    low, high = spread.min().item(), spread.max().item()
+    checks.check_true(low < 0.1 and high > 0.9, hint=hint, got=f"min {low:.3f}, max {high:.3f}",
+                      name=checks.both(f"{trained_name}.predict_proba(x) tras {steps} pasos de Adam",
+                                       f"{trained_name}.predict_proba(x) after {steps} Adam steps"),
+                      expected=checks.both("probabilidades seguras: alguna por debajo de 0.1 y alguna por "
+                                           "encima de 0.9 (un sigmoide aplicado dos veces las deja entre 0.5 "
+                                           "y 0.73)",
+                                           "confident probabilities: some below 0.1 and some above 0.9 (a "
+                                           "sigmoid applied twice keeps them between 0.5 and 0.73)"))
+
+
+# ------------------------------------------------------------------ exercise 13: train_step_final
 @checks.keeps_random_state
 def check_final_step(train_step_final, seed=514, n_in=2, n_classes=3):
     """The model arrives in evaluation mode with old gradients: a clean training step, then the accuracy."""
@@ -765,7 +872,7 @@ def check_final_step(train_step_final, seed=514, n_in=2, n_classes=3):
     hint = HINTS["train_step_final"]
     with checks.seeded(seed):
         model, optimizer, trace = _spied_setup(mlp(n_in, 8, n_classes, batchnorm=True), lr=0.1)
-        model.train(False)                           # as the broken step of section 12 leaves it
+        model.train(False)                           # as the broken step of section 13 leaves it
         for call in (1, 2, 3):
             name = f"train_step_final(MLP with BatchNorm, batch, optimizer) [call {call}]"
             result = _call_step("check_final_step", train_step_final, model, (x, y), optimizer, trace, name,

@@ -11,6 +11,9 @@
 - ``fp16_fate`` and ``tensor_bytes`` are checked on cases worked out by hand and on random inputs
   through properties (the fp16 band a value was drawn from, the rounding bands at both ends of
   fp16's range included; how bytes grow with the shape).
+- ``pick_amp_dtype`` asks a simulated GPU (``torch.cuda``'s answers about it swapped under any name):
+  one with native bf16, and one that only emulates it, where ``torch.cuda.is_bf16_supported()``
+  still says True by default; the dtype is checked, and that a given answer is used without asking.
 - ``amp_train_step`` runs on a model with probes, a loss that notes the gradient of the loss it
   returns, and a real ``GradScaler`` that notes the calls it gets and the gradients its optimizer
   step sees.
@@ -22,7 +25,7 @@ import time
 import timeit
 import warnings
 from dataclasses import dataclass
-from unittest import mock
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -49,13 +52,15 @@ show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 # ------------------------------------------------------------------------------ helpers switched off
 # The course's helpers that do an exercise's work, switched off while its answer runs, by every
-# check that runs it: exercise 1 writes its own timing loop, exercise 2 its own arithmetic.
+# check that runs it: exercise 1 writes its own timing loop, exercise 2 its own arithmetic, exercise 4
+# its own choice of dtype.
 _TIMING_HELPERS = [(timing, name) for name in
                    ("synchronize", "stopwatch", "time_calls", "time_per_call", "benchmark_median")]
 SHORTCUTS = {
     **dict.fromkeys(["check_time_per_call_median", "check_median_of", "check_time_per_call_synchronizes",
                      "check_fenced_by_syncs", "check_never_syncs"], _TIMING_HELPERS),
     **dict.fromkeys(["check_tensor_bytes", "check_bytes"], [(amp, "tensor_nbytes")]),
+    **dict.fromkeys(["check_pick_amp_dtype", "check_pick"], [(amp, "autocast_supported")]),
 }
 
 
@@ -416,23 +421,76 @@ def check_fp16_fate_shape(fp16_fate) -> None:
 
 
 # ----------------------------------------------------------------------------------- pick_amp_dtype
-@checks.keeps_random_state
-def check_pick(pick_amp_dtype, device, expected, *, bf16_supported=None, gpu_says=None) -> None:
-    """``pick_amp_dtype(device, bf16_supported)``, with the GPU's answer simulated as ``gpu_says``.
+# A GPU as torch.cuda describes it, for an answer that asks: bf16 is native from compute capability
+# 8.0 on (Ampere); before it, PyTorch 2.x emulates it, slowly, and is_bf16_supported() still says True
+# unless asked with including_emulation=False.
+_GPUS = {"A100": ("NVIDIA A100-SXM4-40GB", (8, 0)), "T4": ("Tesla T4", (7, 5)),
+         "V100": ("Tesla V100-SXM2-16GB", (7, 0))}
+_ABOUT_BF16 = ("is_bf16_supported", "get_device_capability", "get_device_properties", "get_device_name")
+_CUDA_PROBES = [(torch.cuda, name)
+                for name in (*_ABOUT_BF16, "is_available", "device_count", "current_device")]
 
-    A ``bf16_supported`` that is given must be used without asking the GPU.
+
+class _SimulatedGpu:
+    """Stand-ins for what an answer may ask ``torch.cuda`` about the GPU; ``asked`` notes the questions
+    about bf16 (its support, the compute capability, the properties or the name)."""
+
+    def __init__(self, model: str | None):
+        self.name, self.capability = _GPUS.get(model, ("-", (0, 0)))
+        self.asked = []
+        self.answers = {
+            "is_bf16_supported": lambda including_emulation=True: (
+                self.capability >= (8, 0) or bool(including_emulation)),
+            "get_device_capability": lambda device=None: self.capability,
+            "get_device_properties": lambda device=None: SimpleNamespace(
+                name=self.name, major=self.capability[0], minor=self.capability[1], total_memory=16 * 2**30,
+                multi_processor_count=40),
+            "get_device_name": lambda device=None: self.name,
+            "is_available": lambda: True,
+            "device_count": lambda: 2,
+            "current_device": lambda: 0,
+        }
+        self._kinds = {id(getattr(owner, name)): name for owner, name in _CUDA_PROBES}
+
+    def stand_in(self, original, label):
+        kind = self._kinds[id(original)]
+
+        def answer(*args, **kwargs):
+            if kind in _ABOUT_BF16:
+                self.asked.append(label)
+            return self.answers[kind](*args, **kwargs)
+        return answer
+
+    def describe(self) -> dict:
+        major, minor = self.capability
+        native = self.capability >= (8, 0)
+        return checks.both(
+            f"en una {self.name} simulada (capacidad de cómputo {major}.{minor}: bf16 "
+            f"{'nativo' if native else 'solo emulado'})",
+            f"on a simulated {self.name} (compute capability {major}.{minor}: bf16 "
+            f"{'native' if native else 'only emulated'})")
+
+
+@checks.keeps_random_state
+def check_pick(pick_amp_dtype, device, expected, *, bf16_supported=None, gpu=None) -> None:
+    """``pick_amp_dtype(device, bf16_supported)`` on a simulated ``gpu`` (a key of ``_GPUS``), whose
+    answers are those ``torch.cuda`` gives on it.
+
+    A ``bf16_supported`` that is given must be used without asking the GPU anything about bf16.
     """
     hint = HINTS["pick_amp_dtype"]
+    simulated = _SimulatedGpu(gpu)
     label = f"pick_amp_dtype({device!r}, bf16_supported={bf16_supported!r})"
-    if gpu_says is not None:
-        label += f" {checks.say(checks.both('con', 'with'))} torch.cuda.is_bf16_supported() → {gpu_says}"
-    with mock.patch.object(torch.cuda, "is_bf16_supported", return_value=gpu_says) as asked:
-        got = checks.check_runs(pick_amp_dtype, device, bf16_supported=bf16_supported, name=label, hint=hint)
+    if gpu is not None:
+        label += f" {checks.say(simulated.describe())}"
+    with checks.stand_ins(_CUDA_PROBES, simulated.stand_in, pick_amp_dtype):
+        got = checks.run_answer(pick_amp_dtype, device, bf16_supported=bf16_supported, name=label, hint=hint,
+                                shortcuts=SHORTCUTS["check_pick"])
     checks.check_equal(got, expected, name=label, hint=hint)
     if bf16_supported is not None:
-        checks.check_equal(asked.call_count, 0, hint=hint,
-                           name=checks.both(f"{label}: preguntas a torch.cuda.is_bf16_supported()",
-                                            f"{label}: questions to torch.cuda.is_bf16_supported()"))
+        checks.check_equal(simulated.asked, [], hint=hint,
+                           name=checks.both(f"{label}: preguntas a la GPU sobre bf16",
+                                            f"{label}: questions to the GPU about bf16"))
 
 
 @checks.keeps_random_state
@@ -443,12 +501,14 @@ def check_pick_raises(pick_amp_dtype, device) -> None:
 
 @checks.keeps_random_state
 def check_pick_amp_dtype(pick_amp_dtype) -> None:
+    """CPU; CUDA with the answer given; CUDA asking a GPU with native bf16, then one that only emulates
+    it (a T4: bf16 there is slower than fp16)."""
     check_pick(pick_amp_dtype, "cpu", torch.bfloat16)
     check_pick(pick_amp_dtype, torch.device("cpu"), torch.bfloat16)
     check_pick(pick_amp_dtype, "cuda", torch.float16, bf16_supported=False)
     check_pick(pick_amp_dtype, torch.device("cuda"), torch.bfloat16, bf16_supported=True)
-    check_pick(pick_amp_dtype, "cuda", torch.bfloat16, gpu_says=True)
-    check_pick(pick_amp_dtype, torch.device("cuda"), torch.float16, gpu_says=False)
+    check_pick(pick_amp_dtype, "cuda", torch.bfloat16, gpu="A100")
+    check_pick(pick_amp_dtype, torch.device("cuda"), torch.float16, gpu="T4")
 
 
 # ----------------------------------------------------------------------------------- amp_train_step

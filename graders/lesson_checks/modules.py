@@ -3,7 +3,8 @@
 Visible checks compare with what can be worked out without a reference implementation: weight
 shapes and parameter counts from the sizes, small cases computed by hand, properties (a zeroed
 layer, a dead hidden layer), statistics of an initialisation, and what a probe recorded while the
-model ran. The reference implementations stay in the hidden tests of the grade cells.
+model ran; a loss the library already has is compared with the library's own, computed outside the
+answer's run. The reference implementations stay in the hidden tests of the grade cells.
 """
 
 import contextlib
@@ -16,14 +17,18 @@ from unittest import mock
 import torch
 import torchvision
 from torch import nn
+from torch.nn import functional as F
+from torch.utils import data
 
 from graders import checks
 from graders.lesson_checks import concept_questions, lesson_texts
 
-__all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_count_parameters",
-           "check_count_trainable", "check_init_biases", "check_init_weights", "check_load_is_strict",
-           "check_load_weights", "check_mlp_forward", "check_mlp_structure", "check_mode_restored",
-           "check_no_graph", "check_residual_forward", "check_residual_structure", "check_save_weights",
+__all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_bce_gradient", "check_bce_large_logits",
+           "check_bce_values", "check_concepts", "check_count_parameters", "check_count_trainable",
+           "check_dataset_in_a_loader", "check_dataset_item", "check_dataset_lazy", "check_dataset_length",
+           "check_init_biases", "check_init_weights", "check_load_is_strict", "check_load_weights",
+           "check_mlp_forward", "check_mlp_structure", "check_mode_restored", "check_no_graph",
+           "check_residual_forward", "check_residual_structure", "check_save_weights",
            "check_train_and_eval_outputs", "grade_concepts", "show_questions"]
 
 TEXTS = lesson_texts(__name__)
@@ -31,10 +36,20 @@ HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
-# Library classes that would answer an exercise in one call, switched off while its answer runs, by
-# the check that runs it: torchvision's ready-made MLP, where the exercise is to build one.
+# Library code that would answer an exercise in one call, switched off while its answer runs, by the
+# check that runs it: torchvision's ready-made MLP, where the exercise is to build one; the data sets
+# that already index tensors, where the exercise is to write __len__ and __getitem__ (building one, or
+# inheriting its indexing, is refused); the loss on logits, where the exercise is to write it.
 _READY_MADE_MLP = [(torchvision.ops.MLP, "__init__")]
-SHORTCUTS = {"check_mlp_structure": _READY_MADE_MLP, "check_mlp_forward": _READY_MADE_MLP}
+_READY_MADE_DATASETS = [(data.TensorDataset, "__init__"), (data.TensorDataset, "__getitem__"),
+                        (data.StackDataset, "__init__"), (data.StackDataset, "__getitem__")]
+_READY_MADE_BCE = [(F, "binary_cross_entropy_with_logits"), (torch, "binary_cross_entropy_with_logits"),
+                   (nn.BCEWithLogitsLoss, "forward")]
+SHORTCUTS = {"check_mlp_structure": _READY_MADE_MLP, "check_mlp_forward": _READY_MADE_MLP,
+             **dict.fromkeys(["check_dataset_length", "check_dataset_item", "check_dataset_lazy",
+                              "check_dataset_in_a_loader"], _READY_MADE_DATASETS),
+             **dict.fromkeys(["check_bce_values", "check_bce_large_logits", "check_bce_gradient"],
+                             _READY_MADE_BCE)}
 
 _SAME_MODEL = checks.both("el mismo objeto model que recibió", "the same model object it was given")
 
@@ -574,3 +589,314 @@ def check_mode_restored(function) -> None:
         for name, layer in (("model", model), ("model[2][1]", model[2][1])):
             checks.check_equal(layer.training, start, hint=hint,
                                name=f"{name}.training [{mode} → train_and_eval_outputs]")
+
+
+# Exercise 7 · ImageDataset ---------------------------------------------------------------------------
+
+def _random_images(generator, n: int, shape) -> tuple:
+    """``n`` uint8 images of ``shape`` and ``n`` labels among 10 classes, drawn from ``generator``."""
+    images = torch.randint(0, 256, (n, *shape), dtype=torch.uint8, generator=generator)
+    return images, torch.randint(0, 10, (n,), generator=generator)
+
+
+def _random_size(generator, low: int, high: int) -> int:
+    return int(torch.randint(low, high, (1,), generator=generator))
+
+
+def _scaled(image):
+    """The check's transform: a channel first and float values in [0, 1], so that the batches show it."""
+    return image.unsqueeze(0).float() / 255
+
+
+class _CountingTransform:
+    """A transform that keeps a copy of every image it is given, and returns it scaled to [0, 1]."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, image):
+        self.seen.append(image.clone())
+        return _scaled(image)
+
+
+def _dataset_label(n: int, shape, transform: str) -> str:
+    return f"ImageDataset(images {(n, *shape)}, labels ({n},), transform={transform})"
+
+
+def _build_dataset(dataset_class, images, labels, transform, label: str, hint):
+    """``dataset_class(images, labels, transform=...)``, or (with ``transform`` None) without it."""
+    extra = {} if transform is None else {"transform": transform}
+    return checks.check_runs(dataset_class, images, labels, name=label, hint=hint, **extra)
+
+
+def _read(dataset, index: int, label: str, hint):
+    """``dataset[index]``, checked to be a pair."""
+    call = f"{label}[{index}]"
+    item = checks.check_runs(lambda: dataset[index], name=call, hint=hint)
+    checks.check_type(item, tuple, name=call, hint=hint)
+    checks.check_equal(len(item), 2, name=f"len({call})", hint=hint)
+    return item
+
+
+@checks.keeps_random_state
+def check_dataset_length(dataset_class, sizes=None) -> None:
+    """``len(dataset)`` is the number of images, for sizes drawn anew each run, with or without a
+    transform."""
+    __tracebackhide__ = True
+    hint = HINTS["image_dataset"]
+    generator = checks.fresh_generator()
+    sizes = (1, _random_size(generator, 2, 80)) if sizes is None else sizes
+    with checks.shortcuts_off(SHORTCUTS["check_dataset_length"], dataset_class):
+        for n in sizes:
+            shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9))
+            for transform, name in ((None, "None"), (_scaled, "f")):
+                label = _dataset_label(n, shape, name)
+                images, labels = _random_images(generator, n, shape)
+                dataset = _build_dataset(dataset_class, images, labels, transform, label, hint)
+                got = checks.check_runs(len, dataset, name=f"len({label})", hint=hint)
+                checks.check_equal(got, n, name=f"len({label})", hint=hint)
+
+
+def _is_integer(value) -> bool:
+    """A Python int (as torchvision's data sets give) or a 0-dim integer tensor (as TensorDataset
+    gives): the DataLoader batches either into an int64 tensor."""
+    if torch.is_tensor(value):
+        return value.dim() == 0 and not value.is_floating_point() and not value.is_complex() \
+            and value.dtype is not torch.bool
+    return type(value) is int
+
+
+def _check_item(item, image, label: int, call: str, hint) -> None:
+    """The pair read is (image, label): the image exactly, the label an integer."""
+    checks.check_close(item[0], image, rtol=0.0, atol=0.0, hint=hint,
+                       name=checks.both(f"{call}[0] (la imagen)", f"{call}[0] (the image)"))
+    name = checks.both(f"{call}[1] (la etiqueta, un entero)", f"{call}[1] (the label, an integer)")
+    checks.check_true(_is_integer(item[1]), name=name, expected=checks.both(
+        "int, o un tensor entero de 0 dimensiones", "int, or a 0-dim integer tensor"),
+        got=checks.describe(item[1]), hint=hint)
+    checks.check_equal(int(item[1]), label, name=name, hint=hint)
+
+
+@checks.keeps_random_state
+def check_dataset_item(dataset_class, n=None, shape=None) -> None:
+    """``dataset[i]`` is (the i-th image, the i-th label, an integer): the image as stored without a
+    transform, and passed through the transform with one; data drawn anew each run."""
+    __tracebackhide__ = True
+    hint = HINTS["image_dataset"]
+    generator = checks.fresh_generator()
+    n = _random_size(generator, 5, 40) if n is None else n
+    shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9)) if shape is None else shape
+    images, labels = _random_images(generator, n, shape)
+    indices = sorted({0, n - 1, _random_size(generator, 0, n)})
+    with checks.shortcuts_off(SHORTCUTS["check_dataset_item"], dataset_class):
+        for transform, name, expected in ((None, "None", lambda image: image), (_scaled, "f", _scaled)):
+            label = _dataset_label(n, shape, name)
+            dataset = _build_dataset(dataset_class, images, labels, transform, label, hint)
+            for index in indices:
+                item = _read(dataset, index, label, hint)
+                _check_item(item, expected(images[index]), int(labels[index]), f"{label}[{index}]", hint)
+
+
+@checks.keeps_random_state
+def check_dataset_lazy(dataset_class, n=None, shape=None) -> None:
+    """The transform runs when an item is read, once per read, on that item's image alone: never
+    while the data set is built or measured."""
+    __tracebackhide__ = True
+    hint = HINTS["image_dataset.lazy"]
+    generator = checks.fresh_generator()
+    n = _random_size(generator, 5, 40) if n is None else n
+    shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9)) if shape is None else shape
+    images, labels = _random_images(generator, n, shape)
+    transform = _CountingTransform()
+    label = _dataset_label(n, shape, "f")
+    with checks.shortcuts_off(SHORTCUTS["check_dataset_lazy"], dataset_class):
+        dataset = _build_dataset(dataset_class, images, labels, transform, label, hint)
+        checks.check_runs(len, dataset, name=f"len({label})", hint=hint)
+        checks.check_equal(len(transform.seen), 0, hint=hint, name=checks.both(
+            f"llamadas a transform al construir {label} y medir su len()",
+            f"calls to transform while building {label} and taking its len()"))
+        index = _random_size(generator, 0, n)
+        for reads, position in enumerate((index, n - 1 - index, index), start=1):
+            item = _read(dataset, position, label, hint)
+            checks.check_equal(len(transform.seen), reads, hint=hint, name=checks.both(
+                f"llamadas a transform tras leer {reads} elemento(s), el último {label}[{position}]",
+                f"calls to transform after reading {reads} item(s), the last {label}[{position}]"))
+            checks.check_close(transform.seen[-1], images[position], rtol=0.0, atol=0.0, hint=hint,
+                               name=checks.both(f"la imagen que recibe transform al leer {label}[{position}]",
+                                                f"the image transform is given when {label}[{position}] "
+                                                "is read"))
+            checks.check_close(item[0], _scaled(images[position]), rtol=0.0, atol=0.0, hint=hint,
+                               name=f"{label}[{position}][0]")
+
+
+def _epoch(loader, label: str, hint) -> list:
+    """Every batch of one pass over ``loader``, as (inputs, labels) pairs."""
+    batches = checks.check_runs(list, loader, name=checks.both(f"una época de DataLoader({label})",
+                                                               f"an epoch of DataLoader({label})"), hint=hint)
+    for batch in batches:
+        checks.check_true(isinstance(batch, (list, tuple)) and len(batch) == 2, hint=hint,
+                          name=checks.both(f"un lote de DataLoader({label})",
+                                           f"a batch of DataLoader({label})"),
+                          expected=checks.both("un par (entradas, etiquetas)", "an (inputs, labels) pair"),
+                          got=checks.describe(batch))
+    return batches
+
+
+def _check_batch_shapes(batches, n: int, batch_size: int, shape, label: str, hint) -> None:
+    """Full batches, then the rest; inputs (b, 1, *shape) float32, labels (b,) int64."""
+    expected = [batch_size] * (n // batch_size) + ([n % batch_size] if n % batch_size else [])
+    sizes = [len(labels) if isinstance(labels, torch.Tensor) else None for _, labels in batches]
+    loader = f"DataLoader({label}, batch_size={batch_size})"
+    checks.check_equal(sizes, expected, hint=hint, name=checks.both(f"tamaños de los lotes de {loader}",
+                                                                    f"batch sizes of {loader}"))
+    for (inputs, labels), size in zip(batches, expected, strict=True):
+        name = checks.both("entradas de un lote", "a batch's inputs")
+        checks.check_shape(inputs, (size, 1, *shape), name=name, hint=hint)
+        checks.check_dtype(inputs, torch.float32, name=name, hint=hint)
+        checks.check_dtype(labels, torch.int64, name=checks.both("etiquetas de un lote", "a batch's labels"),
+                           hint=hint)
+
+
+@checks.keeps_random_state
+def check_dataset_in_a_loader(dataset_class, n=None, batch_size=None) -> None:
+    """In a shuffling DataLoader: batches of the right shapes, and every item exactly once per epoch,
+    each image with its own label, in a new order each epoch."""
+    __tracebackhide__ = True
+    hint = HINTS["image_dataset.loader"]
+    generator = checks.fresh_generator()
+    n = _random_size(generator, 20, 60) if n is None else n
+    batch_size = _random_size(generator, 3, 9) if batch_size is None else batch_size
+    shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9))
+    images = torch.randint(0, 256, (n, *shape), dtype=torch.uint8, generator=generator)
+    labels = torch.randperm(n, generator=generator)  # one label per item: a batch's labels name its items
+    label = _dataset_label(n, shape, "f")
+    orders = []
+    with checks.shortcuts_off(SHORTCUTS["check_dataset_in_a_loader"], dataset_class):
+        dataset = _build_dataset(dataset_class, images, labels, _scaled, label, hint)
+        shuffling = checks.seeded_generator(_random_size(generator, 0, 2**31))
+        loader = checks.check_runs(data.DataLoader, dataset, batch_size=batch_size, shuffle=True,
+                                   generator=shuffling, hint=hint,
+                                   name=f"DataLoader({label}, batch_size={batch_size}, shuffle=True)")
+        for epoch in (1, 2):
+            batches = _epoch(loader, label, hint)
+            _check_batch_shapes(batches, n, batch_size, shape, label, hint)
+            order = torch.cat([labels_ for _, labels_ in batches])
+            seen = checks.both(f"etiquetas vistas en la época {epoch}, ordenadas (una por elemento)",
+                               f"labels seen in epoch {epoch}, sorted (one per item)")
+            checks.check_equal(sorted(order.tolist()), list(range(n)), name=seen, hint=hint)
+            items = torch.argsort(labels)[order]  # the item each label belongs to
+            expected = torch.stack([_scaled(images[item]) for item in items])
+            checks.check_close(torch.cat([inputs for inputs, _ in batches]), expected, rtol=0.0, atol=0.0,
+                               hint=hint,
+                               name=checks.both(f"imágenes de la época {epoch}, junto a sus etiquetas",
+                                                f"images of epoch {epoch}, next to their labels"))
+            orders.append(items.tolist())
+    checks.check_true(orders[0] != orders[1] and orders[0] != list(range(n)), hint=hint,
+                      name=checks.both("orden de los elementos en dos épocas con shuffle=True",
+                                       "order of the items in two epochs with shuffle=True"),
+                      expected=checks.both("dos órdenes aleatorios distintos", "two different random orders"),
+                      got=checks.both(f"elementos {orders[0][:8]}… y {orders[1][:8]}…",
+                                      f"items {orders[0][:8]}… and {orders[1][:8]}…"))
+
+
+# Exercise 8 · bce_with_logits ------------------------------------------------------------------------
+
+# float32 answers against the library's loss computed in float64: a few units in the last place.
+_BCE_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
+
+
+def _library_bce(logits, targets):
+    """The library's loss (mean) and its gradient with respect to the logits, in float64, as float32."""
+    logits = logits.detach().double().requires_grad_(True)
+    loss = F.binary_cross_entropy_with_logits(logits, targets.double())
+    (gradient,) = torch.autograd.grad(loss, logits)
+    return loss.detach().float(), gradient.float()
+
+
+def _call(logits, targets) -> str:
+    shown = (lambda t: f"tensor({t.tolist()})") if logits.numel() <= 6 else (lambda t: f"<{tuple(t.shape)}>")
+    return f"bce_with_logits({shown(logits)}, {shown(targets)})"
+
+
+def _bce(answer, logits, targets, check: str, hint):
+    """The answer's loss, shortcuts off, checked to be a 0-dim float32 tensor."""
+    call = _call(logits, targets)
+    loss = checks.run_answer(answer, logits, targets, name=call, hint=hint, shortcuts=SHORTCUTS[check])
+    checks.check_shape(loss, (), name=call, hint=hint)
+    checks.check_dtype(loss, torch.float32, name=call, hint=hint)
+    return loss
+
+
+def _ordinary_logits(generator, shape) -> tuple:
+    """Logits between −4 and 4, where σ(z) is still far from rounding to 0 or 1 (so the formula
+    through the sigmoid is right there too), and 0/1 targets."""
+    logits = torch.rand(shape, generator=generator) * 8 - 4
+    return logits, torch.randint(0, 2, shape, generator=generator).float()
+
+
+@checks.keeps_random_state
+def check_bce_values(bce_with_logits, shape=None) -> None:
+    """Logit 0 gives log 2 for either target; ordinary logits give the library's value."""
+    __tracebackhide__ = True
+    hint = HINTS["bce_with_logits"]
+    generator = checks.fresh_generator()
+    logits, targets = torch.zeros(2), torch.tensor([0.0, 1.0])
+    got = _bce(bce_with_logits, logits, targets, "check_bce_values", hint)
+    checks.check_close(got, torch.tensor(math.log(2)), hint=hint, **_BCE_TOLERANCE,
+                       name=checks.both(f"{_call(logits, targets)}: σ(0) = 1/2, pérdida log 2",
+                                        f"{_call(logits, targets)}: σ(0) = 1/2, loss log 2"))
+    shapes = [(_random_size(generator, 5, 40),), (3, 4)] if shape is None else [shape]
+    for size in shapes:
+        logits, targets = _ordinary_logits(generator, size)
+        got = _bce(bce_with_logits, logits, targets, "check_bce_values", hint)
+        checks.check_close(got, _library_bce(logits, targets)[0], name=_call(logits, targets), hint=hint,
+                           **_BCE_TOLERANCE)
+
+
+def _large_logits(generator) -> list:
+    """±100 and ±1000, and two magnitudes drawn between 20 and 2000 with random signs."""
+    drawn = (torch.rand(2, generator=generator) * (math.log(2000) - math.log(20)) + math.log(20)).exp()
+    signs = torch.randint(0, 2, (2,), generator=generator) * 2 - 1
+    return [100.0, -100.0, 1000.0, -1000.0, *(drawn * signs).tolist()]
+
+
+@checks.keeps_random_state
+def check_bce_large_logits(bce_with_logits, logits=None) -> None:
+    """Each large logit alone, with either target, gives the library's finite value; so does a batch
+    mixing them with ordinary logits."""
+    __tracebackhide__ = True
+    hint = HINTS["bce_with_logits.large"]
+    generator = checks.fresh_generator()
+    logits = _large_logits(generator) if logits is None else logits
+    for logit in logits:
+        for target in (0.0, 1.0):
+            one, label = torch.tensor([logit]), torch.tensor([target])
+            got = _bce(bce_with_logits, one, label, "check_bce_large_logits", hint)
+            checks.check_close(got, _library_bce(one, label)[0], name=_call(one, label), hint=hint,
+                               **_BCE_TOLERANCE)
+    ordinary, targets = _ordinary_logits(generator, (len(logits),))
+    mixed = torch.cat([torch.tensor(logits), ordinary])
+    targets = torch.cat([torch.randint(0, 2, (len(logits),), generator=generator).float(), targets])
+    got = _bce(bce_with_logits, mixed, targets, "check_bce_large_logits", hint)
+    checks.check_close(got, _library_bce(mixed, targets)[0], hint=hint, **_BCE_TOLERANCE,
+                       name=f"bce_with_logits(tensor({mixed.tolist()}), tensor({targets.tolist()}))")
+
+
+@checks.keeps_random_state
+def check_bce_gradient(bce_with_logits, shape=None) -> None:
+    """Autograd through the answer gives (σ(z) − y) / number of elements, on ordinary and large logits."""
+    __tracebackhide__ = True
+    hint = HINTS["bce_with_logits.gradient"]
+    generator = checks.fresh_generator()
+    ordinary, ordinary_targets = _ordinary_logits(generator, shape or (_random_size(generator, 5, 30),))
+    large = torch.tensor(_large_logits(generator))
+    for logits, targets in ((ordinary, ordinary_targets),
+                            (large, torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])),
+                            (large, torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0]))):
+        leaf = logits.clone().requires_grad_(True)
+        loss = _bce(bce_with_logits, leaf, targets, "check_bce_gradient", hint)
+        call = _call(logits, targets)
+        checks.check_runs(loss.backward, name=f"{call}.backward()", hint=hint)
+        checks.check_close(leaf.grad, _library_bce(logits, targets)[1], rtol=1e-5, atol=1e-7, hint=hint,
+                           name=checks.both(f"gradiente de {call} respecto a los logits: (σ(z) − y) / N",
+                                            f"gradient of {call} with respect to the logits: (σ(z) − y) / N"))

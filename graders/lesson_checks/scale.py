@@ -17,12 +17,22 @@ with the lesson's other files (``files/``, as the notebook writes them) and read
 each process prints; the visible checks share one launch with a configuration drawn once per kernel,
 the hidden tests one launch of their own. A launch in which a process is killed by a signal is
 launched once more (``course.distributed.torchrun``).
+
+``examples_curve`` (large batches) runs on a recording model and a spy SGD that note the batches,
+each step's gradients and learning rate; the check recomputes each batch's loss and gradient from
+the weights before its step. ``profile_step`` is checked by reading the profile it returns (its
+regions, the operators inside each, the shapes and memory it noted: nothing timed, since times
+change from run to run); ``top_by_memory`` reads a profile the check makes itself.
 """
 
 import ast
+import copy
 import functools
+import itertools
 import json
 import math
+import numbers
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -40,8 +50,10 @@ from graders import checks
 from graders.lesson_checks import concept_questions, lesson_texts
 
 __all__ = [
-    "HINTS", "MORE_HINTS", "PackageRun", "blocks", "package_run", "per_rank_gradients", "probe_weights",
-    "saved_with_segments",
+    "HINTS", "MORE_HINTS", "REGIONS", "CurveCase", "PackageRun", "blocks", "curve_case", "package_run",
+    "per_rank_gradients", "probe_weights", "profile_of_a_step", "saved_with_segments", "warmup_rates",
+    "check_curve_on", "check_examples_curve", "check_examples_curve_warmup", "check_profile_on",
+    "check_profile_step", "check_top_by_memory", "check_top_on", "check_warmup_on",
     "check_activation_bytes", "check_activation_bytes_leaves_buffers_out", "check_activation_bytes_on",
     "check_average_gradients", "check_average_gradients_leaves_inputs", "check_average_on", "check_concepts",
     "check_freeze_backbone", "check_freeze_backbone_unfreezes_the_head", "check_head_trains_again",
@@ -51,6 +63,11 @@ __all__ = [
     "check_shard_indices_shuffled", "check_shards_on", "check_shards_on_run", "check_top_k_names_input",
     "check_top_k_names_output", "check_trainable_optimizer", "grade_concepts", "show_questions",
 ]
+
+# Kineto, torch.profiler's engine, writes a start and a stop line to stderr on every profile (and an
+# error line where there is no GPU); in a grade cell any stderr fails the cell. Level 6 silences it
+# all; it is read when the first profile starts, which in the lesson comes after this import.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 TEXTS = lesson_texts(__name__)
 HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
@@ -271,9 +288,9 @@ def check_optimizer_on(trainable_optimizer, model, images, lr: float, label: str
     on the frozen ones leaves them where they were."""
     __tracebackhide__ = True
     hint, name = HINTS["trainable_optimizer"], f"trainable_optimizer({label}, lr={lr:g})"
-    optimizer = checks.check_runs(trainable_optimizer, model, lr, name=name, hint=hint)
-    checks.check_type(optimizer, torch.optim.AdamW, name=name, hint=hint)
-    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    built = checks.check_runs(trainable_optimizer, model, lr, name=name, hint=hint)
+    checks.check_type(built, torch.optim.AdamW, name=name, hint=hint)
+    held = {id(p) for group in built.param_groups for p in group["params"]}
     trainable = {id(p) for p in model.parameters() if p.requires_grad}
     frozen_held = sum(not p.requires_grad and id(p) in held for p in model.parameters())
     checks.check_true(held == trainable, name=name, hint=hint,
@@ -281,17 +298,17 @@ def check_optimizer_on(trainable_optimizer, model, images, lr: float, label: str
                                 "en": f"the {len(trainable)} trainable parameters, no frozen one"},
                       got={"es": f"{len(held)} parámetros, {frozen_held} de ellos congelados",
                            "en": f"{len(held)} parameters, {frozen_held} of them frozen"})
-    checks.check_close(optimizer.param_groups[0]["lr"], lr, name=f"{name}.param_groups[0]['lr']", hint=hint)
+    checks.check_close(built.param_groups[0]["lr"], lr, name=f"{name}.param_groups[0]['lr']", hint=hint)
     frozen = {key: p for key, p in model.named_parameters() if not p.requires_grad}
     before = {key: p.detach().clone() for key, p in frozen.items()}
     for p in frozen.values():
         p.grad = torch.zeros_like(p)          # what zero_grad(set_to_none=False) leaves behind
     model(images).sum().backward()
-    optimizer.step()
+    built.step()
     moved = [key for key, p in frozen.items() if not torch.equal(p, before[key])]
     checks.check_equal(moved, [], hint=hint, name={
-        "es": f"parámetros congelados que se movieron tras optimizer.step() ({label})",
-        "en": f"frozen parameters that moved after optimizer.step() ({label})"})
+        "es": f"parámetros congelados que se movieron tras el step() del optimizador ({label})",
+        "en": f"frozen parameters that moved after the optimizer's step() ({label})"})
 
 
 @checks.keeps_random_state
@@ -870,3 +887,321 @@ def check_package_learns(run_dir) -> None:
     """The same run: a loss per step, going down."""
     __tracebackhide__ = True
     check_learns_on(_session_run(run_dir))
+
+
+
+# -------------------------------------------------------------- exercise 9: a curve by examples seen
+class _RecordingModel(nn.Module):
+    """A model that notes every batch it is called with (a copy), then runs ``inner``."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+        self.batches = []
+
+    def forward(self, x):
+        self.batches.append(x.detach().clone())
+        return self.inner(x)
+
+
+class _RateSpySGD(checks.SpySGD):
+    """SGD that notes, at each step, the learning rate of its first group."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, lr=lr)
+        self.rates = []
+
+    def step(self, closure=None):
+        self.rates.append(self.param_groups[0]["lr"])
+        return super().step(closure)
+
+
+def _loss_and_gradients(model: nn.Module, parameters: list, x, y) -> tuple[float, list]:
+    """Cross-entropy of ``model`` on ``(x, y)`` with its parameters set to ``parameters``, and its
+    gradients, computed on a copy (the model itself is left alone)."""
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for p, value in zip(twin.parameters(), parameters, strict=True):
+            p.copy_(value)
+    loss = nn.functional.cross_entropy(twin(x), y)
+    return loss.item(), list(torch.autograd.grad(loss, list(twin.parameters())))
+
+
+def _check_gradients(model: nn.Module, got: list, expected: list, where: dict, hint) -> None:
+    """Each parameter's gradient in ``got`` matches ``expected``; ``where`` names the step (es, en)."""
+    __tracebackhide__ = True
+    for (parameter, _), got_grad, expected_grad in zip(model.named_parameters(), got, expected, strict=True):
+        checks.check_close(got_grad, expected_grad, hint=hint, name={
+            "es": f"gradiente de {parameter} {where['es']}", "en": f"gradient of {parameter} {where['en']}"})
+
+
+@dataclass(frozen=True)
+class CurveCase:
+    """What ``examples_curve`` is given: a model, the data, the batch size, the warm-up, the peak rate."""
+
+    model: nn.Module
+    x: torch.Tensor
+    y: torch.Tensor
+    batch_size: int
+    warmup_steps: int
+    lr: float
+
+    @property
+    def label(self) -> str:
+        return (f"examples_curve(model, SGD(lr={self.lr:g}), x {tuple(self.x.shape)}, y, "
+                f"batch_size={self.batch_size}, warmup_steps={self.warmup_steps})")
+
+    @property
+    def slices(self) -> list:
+        """``(start, end)`` of each batch, in order."""
+        n, size = len(self.x), self.batch_size
+        return [(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+def curve_case(generator: torch.Generator, *, warmup: bool) -> CurveCase:
+    """A random MLP on random data whose size is no multiple of the batch size; with ``warmup``, a
+    warm-up shorter than the pass, else ``warmup_steps=1`` (the peak rate from the first step)."""
+    batch = _draw(generator, 3, 12)
+    n = batch * _draw(generator, 4, 9) + _draw(generator, 1, batch - 1)
+    features, hidden, classes = _draw(generator, 3, 12), _draw(generator, 4, 24), _draw(generator, 2, 6)
+    with checks.seeded(generator.initial_seed()):
+        model = _mlp(features, hidden, classes)
+    x = torch.randn(n, features, generator=generator)
+    y = torch.randint(0, classes, (n,), generator=generator)
+    warmup_steps = _draw(generator, 2, math.ceil(n / batch) - 1) if warmup else 1
+    lr = _draw(generator, 1, 9) * 10.0 ** -_draw(generator, 1, 2)
+    return CurveCase(model, x, y, batch, warmup_steps, lr)
+
+
+def _run_curve(examples_curve, case: CurveCase, hint) -> tuple:
+    """``examples_curve`` on ``case``, through a recording model and a spy SGD: what it returned,
+    the recorder and the spy."""
+    __tracebackhide__ = True
+    recorder = _RecordingModel(case.model)
+    optimizer = _RateSpySGD(recorder.parameters(), lr=case.lr)
+    got = checks.check_runs(examples_curve, recorder, optimizer, case.x.clone(), case.y.clone(),
+                            case.batch_size, case.warmup_steps, name=case.label, hint=hint)
+    return got, recorder, optimizer
+
+
+def _check_steps(optimizer, case: CurveCase, hint) -> None:
+    __tracebackhide__ = True
+    checks.check_equal(len(optimizer.steps), len(case.slices), hint=hint, name={
+        "es": f"pasos del optimizador ({case.label})", "en": f"optimizer steps ({case.label})"})
+
+
+@checks.keeps_random_state
+def check_curve_on(examples_curve, case: CurveCase, hint=None) -> None:
+    """The batches in order, one step each with that batch's gradient (the one before the step),
+    and the curve: one ``(examples seen, loss)`` pair per step, the loss of the batch before the step."""
+    __tracebackhide__ = True
+    hint, name = hint or HINTS["examples_curve"], case.label
+    got, recorder, optimizer = _run_curve(examples_curve, case, hint)
+    sizes = [end - start for start, end in case.slices]
+    checks.check_equal([len(batch) for batch in recorder.batches], sizes, hint=hint, name={
+        "es": f"tamaños de los lotes que recibió el modelo ({name})",
+        "en": f"sizes of the batches the model received ({name})"})
+    turns = enumerate(zip(recorder.batches, case.slices, strict=True))
+    out_of_turn = [i for i, (batch, (start, end)) in turns if not torch.equal(batch, case.x[start:end])]
+    checks.check_equal(out_of_turn, [], hint=hint, name={
+        "es": f"lotes que no eran el trozo de x que les tocaba ({name})",
+        "en": f"batches that were not the slice of x in their turn ({name})"})
+    _check_steps(optimizer, case, hint)
+    losses = []
+    for number, (record, (start, end)) in enumerate(zip(optimizer.steps, case.slices, strict=True)):
+        loss, gradients = _loss_and_gradients(case.model, record.before, case.x[start:end], case.y[start:end])
+        losses.append(loss)
+        _check_gradients(case.model, record.grads, gradients, hint=hint, where={
+            "es": f"usado en el paso {number} ({name})", "en": f"used at step {number} ({name})"})
+    _check_curve(got, [end for _, end in case.slices], losses, name, hint)
+
+
+def _check_curve(got, seen: list, losses: list, name: str, hint) -> None:
+    """``got`` is a list of ``(examples seen, loss)`` pairs: ``seen`` exactly, ``losses`` within tolerance."""
+    __tracebackhide__ = True
+    checks.check_type(got, list, name=name, hint=hint)
+    pairs = all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in got)
+    checks.check_true(pairs and len(got) == len(seen), name=name, hint=hint,
+                      expected={"es": f"{len(seen)} pares (ejemplos vistos, pérdida), uno por paso",
+                                "en": f"{len(seen)} pairs (examples seen, loss), one per step"},
+                      got=checks.describe(got))
+    checks.check_equal([pair[0] for pair in got], seen, hint=hint, name={
+        "es": f"ejemplos vistos en cada punto de la curva ({name})",
+        "en": f"examples seen at each point of the curve ({name})"})
+    got_losses = [pair[1] for pair in got]
+    checks.check_true(all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in got_losses),
+                      name=name, hint=hint, got=checks.describe(got_losses[0]),
+                      expected={"es": "pérdidas como números de Python (float)",
+                                "en": "losses as Python numbers (float)"})
+    checks.check_close(torch.tensor(got_losses, dtype=torch.float64),
+                       torch.tensor(losses, dtype=torch.float64), hint=hint,
+                       name={"es": f"pérdidas de la curva ({name})", "en": f"losses of the curve ({name})"})
+
+
+@checks.keeps_random_state
+def check_examples_curve(examples_curve) -> None:
+    """A random MLP on random data, without warm-up: batches, steps and the curve."""
+    __tracebackhide__ = True
+    check_curve_on(examples_curve, curve_case(checks.fresh_generator(), warmup=False))
+
+
+def warmup_rates(lr: float, warmup_steps: int, steps: int) -> list:
+    """The learning rate of each step: a straight line up to ``lr``, reached at step ``warmup_steps − 1``."""
+    return [lr * min(1.0, (step + 1) / warmup_steps) for step in range(steps)]
+
+
+@checks.keeps_random_state
+def check_warmup_on(examples_curve, case: CurveCase, hint=None) -> None:
+    """One optimizer step per batch, each at the rate of the warm-up."""
+    __tracebackhide__ = True
+    hint, steps = hint or HINTS["examples_curve_warmup"], len(case.slices)
+    _, _, optimizer = _run_curve(examples_curve, case, hint)
+    _check_steps(optimizer, case, hint)
+    expected = warmup_rates(case.lr, case.warmup_steps, steps)
+    checks.check_close(torch.tensor(optimizer.rates, dtype=torch.float64),
+                       torch.tensor(expected, dtype=torch.float64), hint=hint, name={
+                           "es": f"tasa de aprendizaje en cada paso, del 0 al {steps - 1} ({case.label})",
+                           "en": f"learning rate at each step, 0 to {steps - 1} ({case.label})"})
+
+
+@checks.keeps_random_state
+def check_examples_curve_warmup(examples_curve) -> None:
+    """A random MLP, a random peak rate and a warm-up shorter than the pass."""
+    __tracebackhide__ = True
+    check_warmup_on(examples_curve, curve_case(checks.fresh_generator(), warmup=True))
+
+
+# ------------------------------------------------------------- exercise 10: profiling a training step
+REGIONS = ("forward", "backward", "optimizer step")
+
+
+def _below(event) -> list:
+    """Every event that ran inside ``event``, at any depth."""
+    found = []
+    for child in event.cpu_children:
+        found += [child, *_below(child)]
+    return found
+
+
+def _mlp_case(generator: torch.Generator) -> tuple:
+    """An MLP of random depth and widths, a random batch and its labels, and words that describe them."""
+    widths = [_draw(generator, 4, 48) for _ in range(_draw(generator, 2, 4) + 1)]
+    layers = []
+    with checks.seeded(generator.initial_seed()):
+        for width_in, width_out in itertools.pairwise(widths):
+            layers += [nn.Linear(width_in, width_out), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1])
+    batch = _draw(generator, 4, 64)
+    x = torch.randn(batch, widths[0], generator=generator)
+    y = torch.randint(0, widths[-1], (batch,), generator=generator)
+    return model, x, y, " → ".join(f"Linear({a}, {b})" for a, b in itertools.pairwise(widths))
+
+
+def _inside(regions: dict, model: nn.Module) -> tuple[dict, dict]:
+    """What ran inside each region, and what should have: (aten::linear calls, the loss) in
+    ``forward``, autograd's functions in ``backward``, the optimizer's step in ``optimizer step``."""
+    names = {region: [e.name for e in _below(found[0])] for region, found in regions.items()}
+    forward = names["forward"]
+    seen = {"forward": (forward.count("aten::linear"), "aten::cross_entropy_loss" in forward),
+            "backward": any("Backward" in e for e in names["backward"]),
+            "optimizer step": any(e.startswith("Optimizer.step#") for e in names["optimizer step"])}
+    linears = sum(isinstance(m, nn.Linear) for m in model.modules())
+    return seen, {"forward": (linears, True), "backward": True, "optimizer step": True}
+
+
+@checks.keeps_random_state
+def check_profile_on(profile_step, model, x, y, label: str, hint=None) -> None:
+    """``profile_step`` returns a finished ``torch.profiler.profile`` of one training step: its three
+    regions once each, the model's layers and the loss inside ``forward``, autograd's work inside
+    ``backward``, the optimizer's step inside ``optimizer step``; one step taken with this batch's
+    gradients; shapes and memory recorded."""
+    __tracebackhide__ = True
+    hint = hint or HINTS["profile_step"]
+    name = f"profile_step({label}, x {tuple(x.shape)}, y, optimizer)"
+    _, expected_grads = _loss_and_gradients(model, [p.detach().clone() for p in model.parameters()], x, y)
+    optimizer = checks.SpySGD(model.parameters(), lr=0.1)
+    first = next(m for m in model.modules() if isinstance(m, nn.Linear))
+    reached = []      # the shape of what reaches the first linear layer: the input, or its flattened features
+    handle = first.register_forward_pre_hook(lambda module, args: reached.append(list(args[0].shape)))
+    try:
+        got = checks.check_runs(profile_step, model, x, y, optimizer, name=name, hint=hint)
+    finally:
+        handle.remove()
+    checks.check_type(got, torch.profiler.profile, name=name, hint=hint)
+    events = checks.check_runs(got.events, name=f"{name}.events()", hint=hint)
+    regions = {region: [e for e in events if e.name == region] for region in REGIONS}
+    checks.check_equal({region: len(found) for region, found in regions.items()}, dict.fromkeys(REGIONS, 1),
+                       hint=hint, name={"es": f"regiones de record_function en el perfil: veces ({name})",
+                                        "en": f"record_function regions in the profile: times ({name})"})
+    checks.check_equal(*_inside(regions, model), hint=hint, name={
+        "es": f"dentro de cada región: (llamadas a aten::linear, la pérdida) en forward, funciones "
+              f"*Backward en backward, Optimizer.step en optimizer step ({name})",
+        "en": f"inside each region: (aten::linear calls, the loss) in forward, *Backward functions in "
+              f"backward, Optimizer.step in optimizer step ({name})"})
+    checks.check_equal(len(optimizer.steps), 1, hint=hint, name={
+        "es": f"pasos del optimizador ({name})", "en": f"optimizer steps ({name})"})
+    _check_gradients(model, optimizer.steps[0].grads, expected_grads, hint=hint,
+                     where={"es": f"en el paso ({name})", "en": f"at the step ({name})"})
+    shapes = next((e.input_shapes for e in events if e.name == "aten::linear"), None)
+    noted = {"input_shapes": shapes[:2] if shapes else shapes,
+             "memory": any(e.cpu_memory_usage != 0 for e in regions["forward"])}
+    expected = {"input_shapes": [reached[0] if reached else None, list(first.weight.shape)], "memory": True}
+    checks.check_equal(noted, expected,
+                       hint=hint, name={
+                           "es": f"lo que anotó el perfil: formas de las entradas de la primera "
+                                 f"aten::linear, memoria de la región forward ({name})",
+                           "en": f"what the profile noted: the first aten::linear's input shapes, "
+                                 f"memory of the forward region ({name})"})
+
+
+@checks.keeps_random_state
+def check_profile_step(profile_step) -> None:
+    """An MLP of random depth and widths, a random batch."""
+    __tracebackhide__ = True
+    check_profile_on(profile_step, *_mlp_case(checks.fresh_generator()))
+
+
+def profile_of_a_step(model, x, y):
+    """A profile (CPU, memory) of one training step of ``model`` on ``(x, y)``, made by the check
+    itself, for the exercise that reads a profile."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sgd = torch.optim.SGD(model.parameters(), lr=0.01)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as made:
+        nn.functional.cross_entropy(model(x), y).backward()
+        sgd.step()
+    return made
+
+
+@checks.keeps_random_state
+def check_top_on(top_by_memory, prof, k: int, label: str, hint=None) -> None:
+    """``top_by_memory(prof, k)``: ``k`` pairs ``(operator, bytes)``, distinct operators, each with the
+    self CPU memory the profile's averages give it, largest first, and none left out that allocated more."""
+    __tracebackhide__ = True
+    hint = hint or HINTS["top_by_memory"]
+    name = f"top_by_memory(<{label}>, k={k})"
+    table = {row.key: row.self_cpu_memory_usage for row in prof.key_averages()}
+    got = checks.check_runs(top_by_memory, prof, k, name=name, hint=hint)
+    checks.check_type(got, list, name=name, hint=hint)
+    pairs = [tuple(pair) for pair in got if isinstance(pair, (tuple, list)) and len(pair) == 2]
+    checks.check_true(len(pairs) == len(got) == k and len({n for n, _ in pairs}) == k, name=name, hint=hint,
+                      expected={"es": f"{k} pares (operador, bytes), de operadores distintos",
+                                "en": f"{k} pairs (operator, bytes), of distinct operators"},
+                      got=checks.describe(got))
+    checks.check_equal([table.get(operator) for operator, _ in pairs], [value for _, value in pairs],
+                       hint=hint, name={
+                           "es": f"memoria propia de cada operador según prof.key_averages() ({name})",
+                           "en": f"each operator's self CPU memory as prof.key_averages() gives it ({name})"})
+    checks.check_equal([value for _, value in pairs], sorted(table.values(), reverse=True)[:k], hint=hint,
+                       name={"es": f"los bytes devueltos, en orden ({name})",
+                             "en": f"the bytes returned, in order ({name})"})
+
+
+@checks.keeps_random_state
+def check_top_by_memory(top_by_memory) -> None:
+    """A training step of a random MLP, profiled by the check; a random ``k``."""
+    __tracebackhide__ = True
+    generator = checks.fresh_generator()
+    model, x, y, label = _mlp_case(generator)
+    check_top_on(top_by_memory, profile_of_a_step(model, x, y), _draw(generator, 2, 5),
+                 f"profile of a training step: {label}, x {tuple(x.shape)}")

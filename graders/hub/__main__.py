@@ -1,0 +1,180 @@
+"""``python -m graders.hub serve | check | feedback``: the course's JupyterHub (``make hub``).
+
+``serve`` (as root) enrolls the roster's users (local accounts with homes, created where missing),
+prepares the exchange and the instructor's course directory, writes the hub's configuration and
+runs JupyterHub in the foreground (Ctrl-C stops it and every user's server). ``check`` says what
+is wrong with a hub's set-up, each problem with the command that fixes it. ``feedback LESSON`` (as
+the instructor, after ``course grade``) releases each student's feedback through the exchange.
+"""
+
+import argparse
+import json
+import os
+import pwd
+import secrets
+import sys
+from pathlib import Path
+
+from graders.hub import environment, exchange, feedback, hub_config, nbgrader_roles, roster
+from graders.hub.hub_config import HubSettings
+from graders.lessons import BUILD
+from graders.nbgrader_settings import COURSE_ID
+
+HUB_DIR = BUILD / "hub"
+
+
+def _state_secret(path: Path) -> str:
+    """A secret of the state folder, made once."""
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return hub_config.secret(path)
+
+
+def _passwords(state: Path, created: dict) -> dict:
+    """The passwords of the accounts the hub created (kept root-only, to print them again)."""
+    path = state / "passwords.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    known.update(created)
+    path.write_text(json.dumps(known, indent=1))
+    path.chmod(0o600)
+    return known
+
+
+def _chown_tree(path: Path, user: str) -> None:
+    account = pwd.getpwnam(user)
+    for item in (path, *path.rglob("*")):
+        os.chown(item, account.pw_uid, account.pw_gid)
+
+
+def prepare(args) -> HubSettings:
+    """Everything but the hub itself: accounts, exchange, configurations, the course directory."""
+    hub_dir = Path(args.hub_dir).resolve()
+    members = roster.read_roster(args.roster) if args.roster else list(roster.DEFAULT_ROSTER)
+    hub_dir.mkdir(parents=True, exist_ok=True)
+    hub_dir.chmod(0o755)
+    (hub_dir / "state").mkdir(exist_ok=True)
+    (hub_dir / "state").chmod(0o700)
+    roster.write_roster(members, hub_dir / "roster.csv")
+    shared = _state_secret(hub_dir / "state" / "dummy_password") if args.authenticator == "dummy" else None
+    created = roster.create_users(members, password=shared)
+    teacher = roster.instructor(members).user
+    course_root = roster.home(teacher) / "course"
+    settings = HubSettings(str(hub_dir), str(Path(args.exchange).resolve()), str(course_root), ip=args.ip,
+                           port=args.port, hub_port=args.hub_port, proxy_api_port=args.proxy_api_port,
+                           authenticator=args.authenticator, fast=args.fast,
+                           singleuser_args=list(args.singleuser_arg or ()),
+                           bin_dir=str(environment.users_bin(hub_dir)))
+    _state_secret(settings.state / "admin_token")
+    exchange.prepare(settings.exchange, COURSE_ID, teacher)
+    nbgrader_settings = {"exchange": settings.exchange, "roster": str(settings.roster),
+                         "course_root": settings.course_root}
+    nbgrader_roles.write_role_configs(hub_dir, nbgrader_settings)
+    nbgrader_roles.populate_course(course_root, hub_dir / nbgrader_roles.SETTINGS_FILE)
+    _chown_tree(course_root, teacher)
+    hub_config.write_config(settings)
+    _print_welcome(settings, members, _passwords(settings.state, created))
+    return settings
+
+
+def _print_welcome(settings: HubSettings, members, passwords: dict) -> None:
+    login = ("the shared password " + hub_config.secret(settings.state / "dummy_password")
+             if settings.authenticator == "dummy" else "each account's own system password")
+    print(f"\nThe course's JupyterHub: {settings.url}  (log in with {login})")
+    for person in members:
+        edition = f"edition {person.language}" if person.role == "student" else "formgrader, all lessons"
+        password = passwords.get(person.user)
+        print(f"  {person.user:<16} {person.role:<11} {edition:<24} "
+              + (f"password {password}" if password and settings.authenticator == "pam" else ""))
+    print(f"Exchange: {settings.exchange}  ·  course directory: {settings.course_root} (course id "
+          f"{COURSE_ID})\nThe instructor's recipe for a lesson, in a terminal on the hub: "
+          "docs/instructors/jupyterhub.md\nStop the hub with Ctrl-C (it stops every user's server).\n",
+          flush=True)
+
+
+def serve(args) -> int:
+    if os.geteuid() != 0:
+        print("make hub creates local accounts and starts each user's server as that user: run it "
+              "as root (sudo make hub)", file=sys.stderr)
+        return 1
+    proxy = hub_config.proxy_problem()
+    if proxy:
+        print(proxy, file=sys.stderr)
+        return 1
+    try:
+        settings = prepare(args)
+    except (exchange.ExchangeError, roster.RosterError, environment.EnvironmentProblem) as error:
+        print(error, file=sys.stderr)
+        return 1
+    jupyterhub = str(Path(sys.executable).parent / "jupyterhub")
+    os.chdir(settings.state)
+    os.execv(jupyterhub, [jupyterhub, "-f", str(settings.state / "jupyterhub_config.py")])
+
+
+def check(args) -> int:
+    """Each problem of the hub in ``--hub-dir``, with its fix; 0 when there is none."""
+    hub_dir = Path(args.hub_dir)
+    settings_path = hub_dir / "state" / "hub_settings.json"
+    if not settings_path.exists():
+        print(f"no hub set up in {hub_dir}: run `make hub` (as root) first", file=sys.stderr)
+        return 1
+    settings = HubSettings.load(settings_path)
+    members = roster.read_roster(settings.roster)
+    found = [str(problem) for problem in
+             exchange.problems(settings.exchange, COURSE_ID, roster.instructor(members).user)]
+    found += [f"{person.user}: no local account; `make hub` (as root) creates it"
+              for person in members if not roster.exists(person.user)]
+    found += [problem for problem in [hub_config.proxy_problem()] if problem]
+    print("\n".join(found) if found else f"The hub in {hub_dir} is ready.",
+          file=sys.stderr if found else sys.stdout)
+    return 1 if found else 0
+
+
+def release_feedback(args) -> int:
+    course_root = Path(args.course or Path.cwd())
+    if not (course_root / "submitted").is_dir():
+        print(f"{course_root} has no submitted/ folder: run this in the course directory, after "
+              "`nbgrader collect --update` and `course grade`", file=sys.stderr)
+        return 1
+    grading = Path(args.grading or course_root / "grading" / args.lesson)
+    placed = feedback.release(course_root, args.lesson, grading)
+    for item in placed:
+        print(f"{item.user:<16} {item.assignment:<24} "
+              + ("feedback released" if item.released else f"NOT released: {item.why}"))
+    if not placed:
+        print(f"no collected submission of {args.lesson} in {course_root / 'submitted'}")
+    return 0 if all(item.released for item in placed) else 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m graders.hub", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("serve", help="set up and run the course's JupyterHub (as root)")
+    start.add_argument("--hub-dir", default=HUB_DIR, help="the hub's configuration and state")
+    start.add_argument("--roster", default=None, help="a CSV user,role,language (default: "
+                       + ", ".join(f"{m.user} ({m.role}, {m.language})" for m in roster.DEFAULT_ROSTER) + ")")
+    start.add_argument("--exchange", default=exchange.DEFAULT_ROOT)
+    start.add_argument("--ip", default="127.0.0.1", help="0.0.0.0 to serve other machines (put TLS in front)")
+    start.add_argument("--port", type=int, default=8000)
+    start.add_argument("--hub-port", type=int, default=8081)
+    start.add_argument("--proxy-api-port", type=int, default=8001)
+    start.add_argument("--authenticator", choices=hub_config.AUTHENTICATORS, default="pam",
+                       help="pam: the accounts' system passwords; dummy: one shared password (a demo)")
+    start.add_argument("--fast", action="store_true", help="students' kernels run the quick version")
+    start.add_argument("--singleuser-arg", action="append", help="an option for every JupyterLab")
+    start.set_defaults(handler=serve)
+    status = commands.add_parser("check", help="what is wrong with the hub's set-up, and the fixes")
+    status.add_argument("--hub-dir", default=HUB_DIR)
+    status.set_defaults(handler=check)
+    back = commands.add_parser("feedback", help="release course grade's feedback through the exchange")
+    back.add_argument("lesson")
+    back.add_argument("--course", default=None, help="the course directory (default: here)")
+    back.add_argument("--grading", default=None, help="course grade's --out-dir (default: grading/LESSON)")
+    back.set_defaults(handler=release_feedback)
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
