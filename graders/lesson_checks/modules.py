@@ -603,6 +603,18 @@ def _random_size(generator, low: int, high: int) -> int:
     return int(torch.randint(low, high, (1,), generator=generator))
 
 
+def _random_shape(generator) -> tuple[int, int]:
+    """An image's (height, width), each from 2 to 8."""
+    return _random_size(generator, 2, 9), _random_size(generator, 2, 9)
+
+
+def _dataset_case(generator, n=None, shape=None) -> tuple:
+    """``(n, shape, images, labels)``: the given size and shape, or drawn, and the data drawn."""
+    n = _random_size(generator, 5, 40) if n is None else n
+    shape = _random_shape(generator) if shape is None else shape
+    return n, shape, *_random_images(generator, n, shape)
+
+
 def _scaled(image):
     """The check's transform: a channel first and float values in [0, 1], so that the batches show it."""
     return image.unsqueeze(0).float() / 255
@@ -648,7 +660,7 @@ def check_dataset_length(dataset_class, sizes=None) -> None:
     sizes = (1, _random_size(generator, 2, 80)) if sizes is None else sizes
     with checks.shortcuts_off(SHORTCUTS["check_dataset_length"], dataset_class):
         for n in sizes:
-            shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9))
+            shape = _random_shape(generator)
             for transform, name in ((None, "None"), (_scaled, "f")):
                 label = _dataset_label(n, shape, name)
                 images, labels = _random_images(generator, n, shape)
@@ -684,9 +696,7 @@ def check_dataset_item(dataset_class, n=None, shape=None) -> None:
     __tracebackhide__ = True
     hint = HINTS["image_dataset"]
     generator = checks.fresh_generator()
-    n = _random_size(generator, 5, 40) if n is None else n
-    shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9)) if shape is None else shape
-    images, labels = _random_images(generator, n, shape)
+    n, shape, images, labels = _dataset_case(generator, n, shape)
     indices = sorted({0, n - 1, _random_size(generator, 0, n)})
     with checks.shortcuts_off(SHORTCUTS["check_dataset_item"], dataset_class):
         for transform, name, expected in ((None, "None", lambda image: image), (_scaled, "f", _scaled)):
@@ -704,9 +714,7 @@ def check_dataset_lazy(dataset_class, n=None, shape=None) -> None:
     __tracebackhide__ = True
     hint = HINTS["image_dataset.lazy"]
     generator = checks.fresh_generator()
-    n = _random_size(generator, 5, 40) if n is None else n
-    shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9)) if shape is None else shape
-    images, labels = _random_images(generator, n, shape)
+    n, shape, images, labels = _dataset_case(generator, n, shape)
     transform = _CountingTransform()
     label = _dataset_label(n, shape, "f")
     with checks.shortcuts_off(SHORTCUTS["check_dataset_lazy"], dataset_class):
@@ -766,7 +774,7 @@ def check_dataset_in_a_loader(dataset_class, n=None, batch_size=None) -> None:
     generator = checks.fresh_generator()
     n = _random_size(generator, 20, 60) if n is None else n
     batch_size = _random_size(generator, 3, 9) if batch_size is None else batch_size
-    shape = (_random_size(generator, 2, 9), _random_size(generator, 2, 9))
+    shape = _random_shape(generator)
     images = torch.randint(0, 256, (n, *shape), dtype=torch.uint8, generator=generator)
     labels = torch.randperm(n, generator=generator)  # one label per item: a batch's labels name its items
     label = _dataset_label(n, shape, "f")
