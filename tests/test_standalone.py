@@ -10,12 +10,14 @@ folder of links to this checkout's venv (reinstalling torch would cost minutes a
 lesson); that folder leaves out the course itself, its metadata and its editable-install hook.
 """
 
+import compileall
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tomllib
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -30,11 +32,30 @@ NOT_SHARED = ("course", "graders", "pytorch_course", "__editable__", "pip", "set
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory):
+    """The course's wheel, built from a private copy of the checkout's files.
+
+    setuptools builds in the source tree (``build/``, ``*.egg-info``); each xdist worker has its own
+    session, so two workers building in the checkout at once would race on the same folders.
+    """
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                            cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    compileall.compile_dir(source, quiet=1)  # bytecode, as in a checkout that has run its tests
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
-                    str(ROOT)], check=True)
-    (built,) = out.glob("pytorch_course-*.whl")
-    return built
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
+                            str(source)], capture_output=True, text=True)
+    assert built.returncode == 0, f"pip wheel failed:\n{built.stdout}\n{built.stderr}"
+    (wheel_file,) = out.glob("pytorch_course-*.whl")
+    return wheel_file
+
+
+def test_the_wheel_ships_sources_not_bytecode(wheel):
+    bytecode = [name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".pyc")]
+    assert not bytecode, f"the wheel ships bytecode: {bytecode}"
 
 
 @pytest.fixture(scope="session")
