@@ -7,7 +7,7 @@ import nbformat
 import torch
 
 from graders.lessons import available_lessons, edition_path, solution_path
-from graders.nbgrader_adapter import grade_id, is_solution_cell
+from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 from graders.release.editions import fill_solutions, filter_language, solution_sources
 
 LESSONS = available_lessons()
@@ -24,6 +24,19 @@ def read_edition(lesson: str, language: str):
 def solved_edition(lesson: str, language: str):
     """The student edition in ``language`` with the reference solutions filled in."""
     return fill_solutions(read_edition(lesson, language), solution_sources(read_source(lesson)))
+
+
+def graded_edition(lesson: str, language: str):
+    """The student edition in ``language`` as nbgrader executes it for a student who answered with
+    the reference: the solutions filled in, and each grade cell restored from the source (hidden
+    tests included), as nbgrader's autograde restores them."""
+    graded = solved_edition(lesson, language)
+    tests = {grade_id(c): c.source for c in read_source(lesson, language).cells
+             if is_grade_cell(c) and not is_solution_cell(c)}
+    for cell in graded.cells:
+        if is_grade_cell(cell) and not is_solution_cell(cell):
+            cell.source = tests[grade_id(cell)]
+    return graded
 
 
 def solution_cells(nb) -> list[str]:

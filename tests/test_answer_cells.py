@@ -1,8 +1,13 @@
 """Every answer cell of every lesson, in both editions, tried as students would answer it, in one
-grading kernel per lesson and edition (forked for each try, :mod:`forked_kernel`):
+grading kernel per lesson and edition (forked for each try, :mod:`forked_kernel`). The kernel runs
+the student edition as nbgrader runs it (:func:`lesson_files.graded_edition`): its own code cells,
+Spanish ones included, with the grade cells restored from the source.
 
-- the reference answer earns every point of every grade cell, hidden tests included;
-- the student edition's stub in place of any one answer loses points;
+- the reference answer earns every point of every grade cell, hidden tests included, in both
+  editions alike;
+- the student edition's stub in place of any one answer loses points, and an exercise left as the
+  student edition has it (every answer its stub) earns 0 in every grade cell: the untouched edition
+  scores nothing, hidden tests included;
 - an answer that does nothing (:mod:`do_nothing`) earns 0 in every grade cell of its exercise;
 - a plausible wrong answer (:mod:`wrong_answers`) fails its check with what was expected, what was
   got and a hint, in the edition's language and without terminal colour codes, and the call to
@@ -16,7 +21,7 @@ import re
 import pytest
 from do_nothing import do_nothing_answers
 from forked_kernel import ForkedKernel, error_text, loses_points, printed, score
-from lesson_files import LESSONS, read_edition, read_source
+from lesson_files import LESSONS, graded_edition, read_edition
 from nbformat.v4 import new_code_cell
 from wrong_answers import WRONG_ANSWERS
 
@@ -66,6 +71,14 @@ class Walk:
         edition = read_edition(lesson, language)
         self.stubs = {grade_id(c): c.source for c in edition.cells if is_solution_cell(c)}
         self.problems: list[str] = []
+        self._forks: dict[tuple, list] = {}  # the same cells from the same kernel state run once
+
+    def fork(self, cells) -> list:
+        """``cells`` run in a copy of the kernel as it is now."""
+        key = tuple(cell.source for cell in cells)
+        if key not in self._forks:
+            self._forks[key] = self.kernel.fork(cells)
+        return self._forks[key]
 
     def say(self, problem: str) -> None:
         self.problems.append(f"{self.lesson} ({self.language}): {problem}")
@@ -79,6 +92,7 @@ class Walk:
             if is_solution_cell(cell):
                 self.try_stub(index, next(g for g in starts.values() if index in g))
             ran = self.kernel.run(index)
+            self._forks.clear()
             if loses_points(ran):
                 self.say(f"the reference loses points in {grade_id(ran)}: {error_text(ran)[:300]}")
         return self.problems
@@ -86,18 +100,25 @@ class Walk:
     def try_stub(self, index: int, group: list[int]) -> None:
         answer = grade_id(self.nb.cells[index])
         stub = {0: self.stubs[answer]}
-        rest_of_group = self.nb.cells[index:group[-1] + 1]
-        if any(loses_points(c) for c in self.kernel.fork(_with(rest_of_group, stub))):
+        rest_of_group = self.nb.cells[index:self.last_test(group) + 1]
+        if any(loses_points(c) for c in self.fork(_with(rest_of_group, stub))):
             return
-        if not any(loses_points(c) for c in self.kernel.fork(_with(self.nb.cells[index:], stub))):
+        if not any(loses_points(c) for c in self.fork(_with(self.nb.cells[index:], stub))):
             self.say(f"the stub of {answer} loses no points")
 
+    def last_test(self, group: list[int]) -> int:
+        """The index of the exercise's last grade cell: a try runs no further, since the cells after
+        it (a demo, a plot) cannot change its grade cells' scores."""
+        return max(i for i in group if _is_test(self.nb.cells[i]))
+
     def try_doing_nothing(self, group: list[int]) -> None:
-        cells = self.nb.cells[group[0]:group[-1] + 1]
+        cells = self.nb.cells[group[0]:self.last_test(group) + 1]
         variants = {i: do_nothing_answers(c.source) for i, c in enumerate(cells) if is_solution_cell(c)}
-        for name in sorted({name for answers in variants.values() for name in answers}):
-            answers = {i: answers[name] for i, answers in variants.items() if name in answers}
-            ran = self.kernel.fork(_with(cells, answers))
+        tries = {name: {i: answers[name] for i, answers in variants.items() if name in answers}
+                 for name in sorted({name for answers in variants.values() for name in answers})}
+        tries["is left as the student edition has it"] = {i: self.stubs[grade_id(cells[i])] for i in variants}
+        for name, answers in tries.items():
+            ran = self.fork(_with(cells, answers))
             earned = [f"{grade_id(c)} ({score(c)[0]:g} of {score(c)[1]:g})"
                       for c in _tests(ran) if score(c)[0] > 0]
             if len(_tests(ran)) < len(_tests(cells)):
@@ -106,11 +127,11 @@ class Walk:
                 self.say(f"an answer to {grade_id(cells[0])} that {name} earns points in {', '.join(earned)}")
 
     def try_wrong_answers(self, group: list[int]) -> None:
-        cells = self.nb.cells[group[0]:group[-1] + 1]
+        cells = self.nb.cells[group[0]:self.last_test(group) + 1]
         for i, cell in enumerate(cells):
             wrong = WRONG_ANSWERS.get(self.lesson, {}).get(grade_id(cell)) if is_solution_cell(cell) else None
             if wrong is not None:
-                self.check_message(grade_id(cell), self.kernel.fork(_with(cells, {i: wrong})))
+                self.check_message(grade_id(cell), self.fork(_with(cells, {i: wrong})))
 
     def check_message(self, answer: str, ran: list) -> None:
         failed = next((c for c in _tests(ran) if loses_points(c)), None)
@@ -138,7 +159,7 @@ class Walk:
 
 @pytest.mark.parametrize(("lesson", "language"), [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES])
 def test_every_answer_cell_is_graded_fairly(lesson, language, tmp_path):
-    with ForkedKernel(read_source(lesson, language), tmp_path) as kernel:
+    with ForkedKernel(graded_edition(lesson, language), tmp_path) as kernel:
         problems = Walk(lesson, language, kernel).run()
     assert not problems, "\n".join(problems)
 
