@@ -1,15 +1,18 @@
 """Shared fixtures (a built nbgrader course, the Spanish edition's language, a solved edition, a
-notebook, a grade), and the fast tier's guard: with ``--no-processes`` (``make test-fast``), a test that
-starts a process fails and names the cost marker it lacks."""
+notebook, a grade, a folder built once per run), and the fast tier's guard: with ``--no-processes``
+(``make test-fast``), a test that starts a process fails and names the cost marker it lacks."""
 
 import _posixsubprocess
 import contextlib
 import multiprocessing.process
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from lesson_files import LESSONS, solved_edition, write
 from nbformat.v4 import new_code_cell, new_notebook
 
@@ -21,10 +24,27 @@ os.environ.setdefault("COURSE_FAST", "1")
 
 
 # ------------------------------------------------------------------------------------ fixtures
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder ``name``, filled by ``build(folder)`` once per test run: the first xdist worker
+    to ask builds it, the others wait for it and read it (a session fixture is one per worker)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    with FileLock(f"{folder}.lock"):
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def course_dir(tmp_path_factory):
-    """An nbgrader course directory built from ``solutions/`` (English source, all lessons)."""
-    return build_course(tmp_path_factory.mktemp("course"), "en", LESSONS)
+    """An nbgrader course directory built from ``solutions/`` (English source, all lessons), this
+    worker's own copy: its tests submit and grade in it."""
+    built = built_once(tmp_path_factory, "course", lambda folder: build_course(folder, "en", LESSONS))
+    return Path(shutil.copytree(built, tmp_path_factory.mktemp("course") / "course",
+                                ignore=shutil.ignore_patterns(".built")))
 
 
 @pytest.fixture
@@ -194,7 +214,8 @@ def _shares_a_fixture(item) -> bool:
 def _join_group(item, group: str) -> None:
     """``--dist loadgroup`` reads the group from the node id (``id@group``); xdist 3.8 writes it
     where pytest 9.2 no longer reads it, so it is written here too."""
-    item.add_marker(pytest.mark.xdist_group(group))
+    if not item.get_closest_marker("xdist_group"):
+        item.add_marker(pytest.mark.xdist_group(group))
     if getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid and hasattr(item, "_id"):
         from _pytest.nodeid import NodeId
 
@@ -204,7 +225,9 @@ def _join_group(item, group: str) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
-        if _shares_a_fixture(item) and not item.get_closest_marker("xdist_group"):
+        if marker := item.get_closest_marker("xdist_group"):
+            _join_group(item, marker.args[0])
+        elif _shares_a_fixture(item):
             _join_group(item, item.nodeid.split("::")[0])
     items.sort(key=_cost_rank)
 

@@ -265,8 +265,11 @@ CASES = [
     Case("NaN returned", {"test_normalize_rows": 0}, make=_with(
         "normalize_rows", "def normalize_rows(counts):\n"
         "    return counts / counts.sum(dim=1, keepdim=True) * float('nan')")),
-    *(Case(f"{name}, blank", total=0, make=_hooked(hook, answered=False)) for name, hook in HOOKS.items()),
-    *(Case(f"{name}, answered", make=_hooked(hook, answered=True)) for name, hook in HOOKS.items()),
+    # Every hook in one answer cell: a hook the guard left in place changes what the class grader
+    # records. Left, a rewriter or a swallowed error earns the blank points; a printer puts the
+    # hidden tests in the feedback. Each hook alone: tests/test_kernel_startup.py.
+    Case("every hook at once, blank", total=0, make=_hooked("\n".join(HOOKS.values()), answered=False)),
+    Case("every hook at once, answered", make=_hooked("\n".join(HOOKS.values()), answered=True)),
     *IDENTITY_CASES,
 ]
 

@@ -8,7 +8,9 @@ Spanish ones included, with the grade cells restored from the source.
 - the student edition's stub in place of any one answer loses points, and an exercise left as the
   student edition has it (every answer its stub) earns 0 in every grade cell: the untouched edition
   scores nothing, hidden tests included;
-- an answer that does nothing (:mod:`do_nothing`) earns 0 in every grade cell of its exercise;
+- an answer that does nothing (:mod:`do_nothing`) earns 0 in every grade cell of its exercise: tried
+  in the English edition only, since such an answer is made from the reference answer, the same code
+  in both editions (``test_both_editions_answer_with_the_same_code``), and scored by the same checks;
 - a plausible wrong answer (:mod:`wrong_answers`) fails its check with what was expected, what was
   got and a hint, in the edition's language and without terminal colour codes, and the call to
   ``hint(...)`` that the message offers prints the exercise's second hint.
@@ -16,6 +18,7 @@ Spanish ones included, with the grade cells restored from the source.
 An exercise is one or more answer cells and the grade cells after them, up to the next answer cell.
 """
 
+import ast
 import re
 
 import pytest
@@ -32,6 +35,8 @@ from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 
 pytestmark = pytest.mark.kernel
 
+# The edition whose answers are also replaced by ones that do nothing.
+GUESSES_IN = "en"
 _HINT_CALL = re.compile(r"hint\((['\"])[\w-]+\1\)")
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -72,6 +77,7 @@ class Walk:
         self.stubs = {grade_id(c): c.source for c in edition.cells if is_solution_cell(c)}
         self.problems: list[str] = []
         self._forks: dict[tuple, list] = {}  # the same cells from the same kernel state run once
+        self.tries_guesses = language == GUESSES_IN
 
     def fork(self, cells) -> list:
         """``cells`` run in a copy of the kernel as it is now."""
@@ -113,7 +119,8 @@ class Walk:
 
     def try_doing_nothing(self, group: list[int]) -> None:
         cells = self.nb.cells[group[0]:self.last_test(group) + 1]
-        variants = {i: do_nothing_answers(c.source) for i, c in enumerate(cells) if is_solution_cell(c)}
+        variants = {i: do_nothing_answers(c.source) if self.tries_guesses else {}
+                    for i, c in enumerate(cells) if is_solution_cell(c)}
         tries = {name: {i: answers[name] for i, answers in variants.items() if name in answers}
                  for name in sorted({name for answers in variants.values() for name in answers})}
         tries["is left as the student edition has it"] = {i: self.stubs[grade_id(cells[i])] for i in variants}
@@ -170,3 +177,19 @@ def test_an_exercise_is_its_answers_and_the_grade_cells_after_them(make_notebook
     nb = make_notebook("import torch", answer, "x = 1", answer, grade_cell("f()", "t1"),
                        grade_cell("f()", "t2"), "y = 2", answer, grade_cell("f()", "t3"))
     assert exercises(nb) == [[1, 2, 3, 4, 5, 6], [7, 8]]
+
+
+def _as_code(source: str) -> str:
+    """A cell as Python reads it (comments and layout aside); a cell magic as written."""
+    try:
+        return ast.dump(ast.parse(source))
+    except SyntaxError:
+        return source
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_both_editions_answer_with_the_same_code(lesson):
+    """What lets the Spanish walk leave the answers that do nothing to the English one."""
+    answers = {language: [_as_code(c.source) for c in graded_edition(lesson, language).cells
+                          if is_solution_cell(c)] for language in LANGUAGES}
+    assert answers["es"] == answers["en"]

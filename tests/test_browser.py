@@ -16,8 +16,9 @@ from lesson_files import LESSONS, solved_edition, standalone_language, write
 from course.settings import LANGUAGES
 from graders.lessons import BUILD
 
-# Executes notebooks too: left out wherever kernels are.
-pytestmark = [pytest.mark.browser, pytest.mark.kernel]
+# Executes notebooks too: left out wherever kernels are. One worker runs them all, so that a run
+# starts one JupyterLab and one browser.
+pytestmark = [pytest.mark.browser, pytest.mark.kernel, pytest.mark.xdist_group("browser")]
 SHOTS = BUILD / "browser"
 
 BROKEN_WIDGET = '''import ipywidgets, traitlets

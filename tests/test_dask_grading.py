@@ -1,5 +1,6 @@
 """Grading on a real Dask cluster (``distributed.LocalCluster``, two worker processes on loopback):
-the same scores as local grading, a worker killed mid-task, a killed parent that resumes."""
+each cell's score and each status a class graded locally gets (tests/test_classroom.py grades the
+same kinds of notebook there), a worker killed mid-task, a killed parent that resumes."""
 
 import csv
 import json
@@ -13,6 +14,7 @@ import time
 import nbformat
 import psutil
 import pytest
+from hostile import FULL
 from solution_styles import HARD_CODED, LESSON, STYLES, notebook
 
 from graders.grade.classroom import Options, grade_class
@@ -27,6 +29,13 @@ CLASS = {  # notebook, total
     "Dev": (lambda: notebook({**STYLES["library_calls"], "normalize_rows": "import os\nos._exit(1)"}), 9),
 }
 EXPECTED = {name: total for name, (_, total) in CLASS.items()}
+# what each grade cell earns, as the class grader records it on this machine: (score, status, reason)
+EXPECTED_CELLS = {
+    "Ana": ({}, "graded", ""),
+    "Ben": ({"test_pairwise_distances": 0}, "graded", ""),
+    "Cleo": (dict.fromkeys(FULL, 0), "graded", ""),
+    "Dev": ({"test_normalize_rows": 0}, "partial", "killed the kernel"),
+}
 TIMEOUT = 60  # seconds per cell: the machine is busy
 
 
@@ -57,14 +66,14 @@ def _grade(submissions, out, **options):
     return rows
 
 
-def test_the_cluster_grades_as_local_workers_do(cluster, submissions, tmp_path):
+def test_the_cluster_grades_every_cell_as_the_local_grader_does(cluster, submissions, tmp_path):
     local, _ = cluster
     on_dask = _grade(submissions, tmp_path / "dask", scheduler=local.scheduler_address)
-    here = _grade(submissions, tmp_path / "local")
     assert {r.student: r.total for r in on_dask} == EXPECTED, [r.reason for r in on_dask]
-    assert [(r.student, r.cells, r.status, r.reason) for r in on_dask] == \
-        [(r.student, r.cells, r.status, r.reason) for r in here]
-    assert [r.status for r in on_dask] == ["graded", "graded", "graded", "partial"]
+    for row in on_dask:
+        lost, status, reason = EXPECTED_CELLS[row.student]
+        assert row.cells == {cell: [lost.get(cell, points), points] for cell, points in FULL.items()}, row
+        assert row.status == status and reason in row.reason and bool(reason) == bool(row.reason), row
     # the feedback page made on the worker came back: Ben's hidden test failed, in his edition's words
     feedback = (tmp_path / "dask" / "feedback" / f"{on_dask[1].student_id}.html").read_text()
     assert "Una prueba oculta falló" in feedback

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import built_once
 from lesson_files import LESSONS, read_source, solved_edition, standalone_language, write
 
 from graders.lessons import ROOT
@@ -31,14 +32,10 @@ NOT_SHARED = ("course", "graders", "pytorch_course", "__editable__", "setuptools
               "_distutils_hack", "pkg_resources", "distutils-precedence", "__pycache__")
 
 
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory):
-    """The course's wheel, built from a private copy of the checkout's files.
-
-    setuptools builds in the source tree (``build/``, ``*.egg-info``); each xdist worker has its own
-    session, so two workers building in the checkout at once would race on the same folders.
-    """
-    source = tmp_path_factory.mktemp("source")
+def build_wheel(out: Path) -> None:
+    """The course's wheel in ``out``, built from a private copy of the checkout's files: setuptools
+    builds in the source tree (``build/``, ``*.egg-info``), where another build could be running."""
+    source = out / "source"
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
                             cwd=ROOT, check=True, capture_output=True, text=True).stdout
     for name in filter(None, listed.split("\0")):
@@ -46,11 +43,15 @@ def wheel(tmp_path_factory):
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
     compileall.compile_dir(source, quiet=1)  # bytecode, as in a checkout that has run its tests
-    out = tmp_path_factory.mktemp("wheel")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
                             str(source)], capture_output=True, text=True)
     assert built.returncode == 0, f"pip wheel failed:\n{built.stdout}\n{built.stderr}"
-    (wheel_file,) = out.glob("pytorch_course-*.whl")
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory):
+    """The course's wheel, built once per test run."""
+    (wheel_file,) = built_once(tmp_path_factory, "wheel", build_wheel).glob("pytorch_course-*.whl")
     return wheel_file
 
 
