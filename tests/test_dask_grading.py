@@ -1,6 +1,6 @@
 """Grading on a real Dask cluster (``distributed.LocalCluster``, two worker processes on loopback):
-each cell's score and each status a class graded locally gets (tests/test_classroom.py grades the
-same kinds of notebook there), a worker killed mid-task, a killed parent that resumes."""
+each cell's score and each status, as local grading gives them (tests/test_classroom.py), a worker
+killed mid-task, a killed parent that resumes."""
 
 import csv
 import json
@@ -22,20 +22,20 @@ from graders.lessons import ROOT
 
 pytestmark = [pytest.mark.kernel, pytest.mark.dask, pytest.mark.classroom]
 
-CLASS = {  # notebook, total
-    "Ana": (lambda: notebook(STYLES["terse"]), 11),
-    "Ben": (lambda: notebook({**STYLES["step_by_step"], "pairwise_distances": HARD_CODED[0]}, "es"), 9),
-    "Cleo": (lambda: notebook({}), 0),
-    "Dev": (lambda: notebook({**STYLES["library_calls"], "normalize_rows": "import os\nos._exit(1)"}), 9),
+CLASS = {  # notebook
+    "Ana": lambda: notebook(STYLES["terse"]),
+    "Ben": lambda: notebook({**STYLES["step_by_step"], "pairwise_distances": HARD_CODED[0]}, "es"),
+    "Cleo": lambda: notebook({}),
+    "Dev": lambda: notebook({**STYLES["library_calls"], "normalize_rows": "import os\nos._exit(1)"}),
 }
-EXPECTED = {name: total for name, (_, total) in CLASS.items()}
-# what each grade cell earns, as the class grader records it on this machine: (score, status, reason)
-EXPECTED_CELLS = {
-    "Ana": ({}, "graded", ""),
-    "Ben": ({"test_pairwise_distances": 0}, "graded", ""),
-    "Cleo": (dict.fromkeys(FULL, 0), "graded", ""),
-    "Dev": ({"test_normalize_rows": 0}, "partial", "killed the kernel"),
+GRADED = {  # the grade cells that earn nothing, the status, words of the reason
+    "Ana": ((), "graded", ""),
+    "Ben": (("test_pairwise_distances",), "graded", ""),
+    "Cleo": (tuple(FULL), "graded", ""),
+    "Dev": (("test_normalize_rows",), "partial", "killed the kernel"),
 }
+EXPECTED = {name: sum(FULL.values()) - sum(FULL[cell] for cell in lost)
+            for name, (lost, _, _) in GRADED.items()}
 TIMEOUT = 60  # seconds per cell: the machine is busy
 
 
@@ -55,7 +55,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def submissions(tmp_path_factory):
     folder = tmp_path_factory.mktemp("dask-class")
-    for name, (make, _) in CLASS.items():
+    for name, make in CLASS.items():
         nbformat.write(make(), folder / f"{name}.ipynb")
     return folder
 
@@ -66,13 +66,14 @@ def _grade(submissions, out, **options):
     return rows
 
 
-def test_the_cluster_grades_every_cell_as_the_local_grader_does(cluster, submissions, tmp_path):
+def test_the_cluster_gives_each_cell_its_score(cluster, submissions, tmp_path):
     local, _ = cluster
     on_dask = _grade(submissions, tmp_path / "dask", scheduler=local.scheduler_address)
     assert {r.student: r.total for r in on_dask} == EXPECTED, [r.reason for r in on_dask]
     for row in on_dask:
-        lost, status, reason = EXPECTED_CELLS[row.student]
-        assert row.cells == {cell: [lost.get(cell, points), points] for cell, points in FULL.items()}, row
+        lost, status, reason = GRADED[row.student]
+        assert row.cells == {cell: [0 if cell in lost else maximum, maximum]
+                             for cell, maximum in FULL.items()}, row
         assert row.status == status and reason in row.reason and bool(reason) == bool(row.reason), row
     # the feedback page made on the worker came back: Ben's hidden test failed, in his edition's words
     feedback = (tmp_path / "dask" / "feedback" / f"{on_dask[1].student_id}.html").read_text()
