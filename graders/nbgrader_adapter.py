@@ -4,13 +4,13 @@ Release, the course run, ``make check`` and the class grader all go through thes
 change in nbgrader (or in how the course drives it) is made once.
 """
 
-import os
+import functools
 import re
-import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+import nbgrader.api
 from nbgrader.api import Gradebook
 
 from graders.nbgrader_settings import SANITIZE, apply
@@ -84,13 +84,23 @@ def api(course_dir: Path, language: str = "en", pipeline: str = "stock", c=None)
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    # nbgrader runs `alembic` from PATH: make this interpreter's scripts findable even when the
-    # virtual environment was not activated (`.venv/bin/course ...`).
-    scripts = os.path.dirname(sys.executable)
-    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
+    # nbgrader starts an `alembic heads` process (3 s of CPU, and `alembic` must be on PATH) for
+    # every gradebook it creates, to record the schema's version: the same answer, read here once.
+    nbgrader.api.get_alembic_version = gradebook_schema_version
     c = c if c is not None else config(course_dir, language, pipeline)
     return NbGraderAPI(coursedir=CourseDirectory(config=c), config=c)
+
+
+@functools.cache
+def gradebook_schema_version() -> str:
+    """The alembic head of nbgrader's gradebook schema, read from nbgrader's own migrations."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from nbgrader.dbutil import ALEMBIC_DIR
+
+    alembic = Config()
+    alembic.set_main_option("script_location", ALEMBIC_DIR)
+    return ScriptDirectory.from_config(alembic).get_current_head()
 
 
 def _succeeded(step: str, what: str, result: dict) -> dict:

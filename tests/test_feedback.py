@@ -109,7 +109,6 @@ def test_a_worker_reports_a_feedback_fault_beside_the_scores_instead_of_failing(
     assert "nbgrader's log:" in reply["feedback_fault"]["error"]
 
 
-@pytest.mark.subprocess  # the class's course directory: nbgrader's gradebook runs alembic
 def test_a_graded_submission_whose_feedback_failed_keeps_its_score_and_is_not_graded_again(tmp_path):
     from lesson_files import solved_edition, write
 

@@ -16,7 +16,7 @@ from graders.notebook_grading.autograde import generate_feedback
 from graders.notebook_grading.feedback import hidden_lines
 from graders.release.editions import solution_sources
 
-pytestmark = [pytest.mark.kernel, pytest.mark.subprocess]  # nbgrader's gradebook runs alembic
+pytestmark = [pytest.mark.kernel, pytest.mark.subprocess]  # and stock nbgrader's command line
 LESSON = "01_tensors"
 # Returns the matrix of exercise 3's example whatever the inputs: the visible check draws others.
 HARD_CODED = """

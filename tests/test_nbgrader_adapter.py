@@ -1,7 +1,13 @@
 """The one nbgrader adapter: pipelines by name, failures that name their cause, cell metadata."""
 
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from nbformat.v4 import new_code_cell
+from nbgrader.dbutil import _temp_alembic_ini
 
 from graders import nbgrader_adapter as adapter
 
@@ -56,3 +62,22 @@ def test_cell_metadata_helpers():
     assert [adapter.grade_id(c) for c in (answer, check, plain)] == ["ex1", "t1", None]
     assert [adapter.is_solution_cell(c) for c in (answer, check, plain)] == [True, False, False]
     assert [adapter.is_grade_cell(c) for c in (answer, check, plain)] == [False, True, False]
+
+
+@pytest.mark.subprocess
+def test_the_gradebook_schema_version_is_what_alembic_itself_answers():
+    """The version nbgrader would ask a new `alembic heads` process for, as nbgrader asks it."""
+    with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as alembic_ini:
+        heads = subprocess.run([Path(sys.executable).parent / "alembic", "-c", alembic_ini, "heads"],
+                               capture_output=True, text=True, check=True).stdout
+    assert heads.split()[:2] == [adapter.gradebook_schema_version(), "(head)"]
+
+
+def test_a_new_gradebook_records_the_schema_version_without_alembic_on_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    adapter.api(tmp_path)
+    with adapter.Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}"):
+        pass
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        (version,) = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert version == adapter.gradebook_schema_version()

@@ -84,7 +84,6 @@ def test_report_table_lists_lesson_device_seconds_and_score():
     assert "FAILED: boom \\| x" in table
 
 
-@pytest.mark.subprocess  # nbgrader's gradebook (alembic)
 def test_an_nbgrader_failure_is_that_lessons_error_and_the_run_goes_on(tmp_path, monkeypatch):
     """nbgrader really fails on lesson 01 (its submission is not a notebook); 02 is still graded."""
     def copy_without_running(notebook, output, **_):
