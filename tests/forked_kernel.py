@@ -39,10 +39,12 @@ class CommandFailed(RuntimeError):
 
 class ForkedKernel:
     """``with ForkedKernel(nb, cwd) as kernel``: ``kernel.run(i)`` executes the notebook's cell ``i``;
-    ``kernel.fork(cells)`` runs other cells in a copy of the kernel and returns them executed."""
+    ``kernel.fork(cells)`` runs other cells in a copy of the kernel and returns them executed.
+    The modules named in ``preload`` are imported before the notebook's first cell."""
 
-    def __init__(self, nb: NotebookNode, cwd, cell_timeout: int = CELL_TIMEOUT_S):
+    def __init__(self, nb: NotebookNode, cwd, cell_timeout: int = CELL_TIMEOUT_S, preload=()):
         self.nb = copy.deepcopy(nb)
+        self.preload = list(preload)
         self.cell_timeout = cell_timeout
         self.client = NotebookClient(self.nb, timeout=cell_timeout, allow_errors=True,
                                      kernel_name="python3", extra_arguments=list(KERNEL_ARGUMENTS),
@@ -55,6 +57,8 @@ class ForkedKernel:
         self._kernel = self.client.setup_kernel(env={**os.environ, **_ONE_THREAD})
         self._kernel.__enter__()
         self._command(_LOAD)
+        for module in self.preload:  # imported once here, not again in each copy that first needs it
+            self._command(f"__import__({module!r})")
         return self
 
     def __exit__(self, *exc):

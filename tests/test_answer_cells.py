@@ -4,16 +4,20 @@ the student edition as nbgrader runs it (:func:`lesson_files.graded_edition`): i
 Spanish ones included, with the grade cells restored from the source.
 
 - the reference answer earns every point of every grade cell, hidden tests included, in both
-  editions alike;
+  editions alike; every code cell runs without an error, and stock nbgrader's autograde gives the
+  notebook the walk executed full marks;
 - the student edition's stub in place of any one answer loses points, and an exercise left as the
   student edition has it (every answer its stub) earns 0 in every grade cell: the untouched edition
   scores nothing, hidden tests included;
-- an answer that does nothing (:mod:`do_nothing`) earns 0 in every grade cell of its exercise: tried
-  in the English edition only, since such an answer is made from the reference answer, the same code
-  in both editions (``test_both_editions_answer_with_the_same_code``), and scored by the same checks;
+- an answer that does nothing (:mod:`do_nothing`) earns 0 in every grade cell of its exercise;
 - a plausible wrong answer (:mod:`wrong_answers`) fails its check with what was expected, what was
   got and a hint, in the edition's language and without terminal colour codes, and the call to
   ``hint(...)`` that the message offers prints the exercise's second hint.
+
+Stubs, untouched exercises and answers that do nothing are tried in the English edition only: they
+are the same code in both editions (``test_both_editions_answer_with_the_same_code`` and
+``test_both_editions_stub_with_the_same_code``) and scored by the same checks. The Spanish walk tries
+the wrong answers, for their Spanish messages.
 
 An exercise is one or more answer cells and the grade cells after them, up to the next answer cell.
 """
@@ -24,7 +28,7 @@ import re
 import pytest
 from do_nothing import do_nothing_answers
 from forked_kernel import ForkedKernel, error_text, loses_points, printed, score
-from lesson_files import LESSONS, graded_edition, read_edition
+from lesson_files import LESSONS, graded_edition, read_edition, write
 from nbformat.v4 import new_code_cell
 from wrong_answers import WRONG_ANSWERS
 
@@ -32,11 +36,14 @@ from course.settings import LANGUAGES
 from graders.checks import WORDS
 from graders.lesson_checks import more_hints
 from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
+from graders.notebook_grading.autograde import autograde, submit
+from graders.run.runner import LessonFailed, check_execution
 
 pytestmark = pytest.mark.kernel
 
-# The edition whose answers are also replaced by ones that do nothing.
+# The edition whose answers are also replaced by stubs and by answers that do nothing.
 GUESSES_IN = "en"
+_CHECK_IMPORT = re.compile(r"from graders\.lesson_checks import (\w+) as lesson")
 _HINT_CALL = re.compile(r"hint\((['\"])[\w-]+\1\)")
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -93,9 +100,10 @@ class Walk:
         starts = {group[0]: group for group in exercises(self.nb)}
         for index, cell in enumerate(self.nb.cells):
             if index in starts:
-                self.try_doing_nothing(starts[index])
+                if self.tries_guesses:
+                    self.try_doing_nothing(starts[index])
                 self.try_wrong_answers(starts[index])
-            if is_solution_cell(cell):
+            if is_solution_cell(cell) and self.tries_guesses:
                 self.try_stub(index, next(g for g in starts.values() if index in g))
             ran = self.kernel.run(index)
             self._forks.clear()
@@ -119,8 +127,7 @@ class Walk:
 
     def try_doing_nothing(self, group: list[int]) -> None:
         cells = self.nb.cells[group[0]:self.last_test(group) + 1]
-        variants = {i: do_nothing_answers(c.source) if self.tries_guesses else {}
-                    for i, c in enumerate(cells) if is_solution_cell(c)}
+        variants = {i: do_nothing_answers(c.source) for i, c in enumerate(cells) if is_solution_cell(c)}
         tries = {name: {i: answers[name] for i, answers in variants.items() if name in answers}
                  for name in sorted({name for answers in variants.values() for name in answers})}
         tries["is left as the student edition has it"] = {i: self.stubs[grade_id(cells[i])] for i in variants}
@@ -164,10 +171,28 @@ class Walk:
                      "not the second hint")
 
 
+def check_modules(nb) -> list[str]:
+    """The lesson check modules that the notebook's grade cells import."""
+    names = {name for cell in nb.cells if _is_test(cell) for name in _CHECK_IMPORT.findall(cell.source)}
+    return [f"graders.lesson_checks.{name}" for name in sorted(names)]
+
+
 @pytest.mark.parametrize(("lesson", "language"), [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES])
-def test_every_answer_cell_is_graded_fairly(lesson, language, tmp_path):
-    with ForkedKernel(graded_edition(lesson, language), tmp_path) as kernel:
+def test_every_answer_cell_is_graded_fairly(lesson, language, course_dir, tmp_path):
+    nb = graded_edition(lesson, language)
+    # imported once before the walk: the copies of the first exercise would each import it again
+    with ForkedKernel(nb, tmp_path, preload=check_modules(nb)) as kernel:
         problems = Walk(lesson, language, kernel).run()
+        executed = write(kernel.nb, tmp_path / "executed.ipynb")
+    try:
+        check_execution(kernel.nb, lesson)
+    except LessonFailed as failure:
+        problems.append(str(failure))
+    submit(course_dir, lesson, f"walk-{language}", executed)
+    graded = autograde(course_dir, lesson, f"walk-{language}", execute=False)
+    if graded.score < graded.max_score:
+        problems.append(f"stock nbgrader gives the walk's notebook {graded.score:g} of {graded.max_score:g}: "
+                        f"{graded.cells}")
     assert not problems, "\n".join(problems)
 
 
@@ -179,12 +204,20 @@ def test_an_exercise_is_its_answers_and_the_grade_cells_after_them(make_notebook
     assert exercises(nb) == [[1, 2, 3, 4, 5, 6], [7, 8]]
 
 
-def _as_code(source: str) -> str:
-    """A cell as Python reads it (comments and layout aside); a cell magic as written."""
+def _as_code(source: str, docstrings: bool = True) -> str:
+    """A cell as Python reads it (comments and layout aside, and docstrings unless ``docstrings``);
+    a cell magic's line as written, and its body as Python reads it."""
+    magic, body = source.partition("\n")[::2] if source.startswith("%%") else ("", source)
     try:
-        return ast.dump(ast.parse(source))
+        tree = ast.parse(body)
     except SyntaxError:
         return source
+    if not docstrings:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and \
+                    ast.get_docstring(node, clean=False) is not None:
+                node.body = node.body[1:]
+    return magic + ast.dump(tree)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -193,3 +226,12 @@ def test_both_editions_answer_with_the_same_code(lesson):
     answers = {language: [_as_code(c.source) for c in graded_edition(lesson, language).cells
                           if is_solution_cell(c)] for language in LANGUAGES}
     assert answers["es"] == answers["en"]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_both_editions_stub_with_the_same_code(lesson):
+    """What lets the Spanish walk leave the stubs and the untouched exercises to the English one:
+    the stubs differ in their comments and docstrings only."""
+    stubs = {language: [_as_code(c.source, docstrings=False) for c in read_edition(lesson, language).cells
+                        if is_solution_cell(c)] for language in LANGUAGES}
+    assert stubs["es"] == stubs["en"]

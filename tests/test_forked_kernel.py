@@ -31,6 +31,16 @@ def test_a_copys_cells_are_scored_as_nbgrader_scores_them(tmp_path, make_noteboo
     assert score(stderr) == (0, 1)
 
 
+def test_a_preloaded_check_module_is_imported_through_the_guard(tmp_path, make_notebook):
+    check = "graders.lesson_checks.tensors"
+    nb = make_notebook(f"import sys\nprint({check!r} in sys.modules)")
+    with ForkedKernel(nb, tmp_path, preload=[check]) as kernel:
+        (forked,) = kernel.fork([new_code_cell(f"import sys\nprint(sys.modules[{check!r}].__loader__)")])
+        own = kernel.run(0)
+    assert printed(own).strip() == "True"
+    assert "_CheckModuleLoader" in printed(forked), printed(forked)
+
+
 def test_the_guard_runs_before_every_cell_of_a_copy(tmp_path, make_notebook):
     """A copy's cell that patches a builtin does not change what the next cell sees."""
     with ForkedKernel(make_notebook("pass"), tmp_path) as kernel:

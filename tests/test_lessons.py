@@ -1,8 +1,10 @@
-"""Every lesson, executed for real: papermill runs it, stock nbgrader grades it.
+"""``course run`` (``make run``) end to end: papermill executes a lesson's source in a child process,
+stock nbgrader grades what ran, the report is written.
 
-Each test executes its own notebook; pytest-xdist spreads them over the cores. What each answer
-cell earns in either edition, right, stubbed, untouched, doing nothing or wrong, is
-test_answer_cells.py's.
+One lesson proves the command; every lesson's every cell is executed, in both editions, and graded
+by stock nbgrader at full marks in test_answer_cells.py, which also tries each answer cell right,
+stubbed, untouched, doing nothing and wrong. The stand-alone and browser tests run each lesson as a
+student would, outside the repository and in JupyterLab.
 """
 
 import json
@@ -15,8 +17,8 @@ from graders.run.runner import run_course
 pytestmark = pytest.mark.kernel
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_lesson_runs_under_papermill_and_earns_full_marks(lesson, tmp_path):
+def test_course_run_executes_a_lesson_and_it_earns_full_marks(tmp_path):
+    lesson = LESSONS[0]
     report = run_course([lesson], fast=True, device="cpu", out_dir=tmp_path, progress=False)
     (result,) = report["lessons"]
     assert result["error"] == ""
@@ -27,4 +29,3 @@ def test_lesson_runs_under_papermill_and_earns_full_marks(lesson, tmp_path):
     assert written["fast"] is True and written["device"].startswith("cpu")
     assert {"name", "seconds", "score", "max_score", "metrics"} <= set(written["lessons"][0])
     assert lesson in (tmp_path / "report.md").read_text()
-
