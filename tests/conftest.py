@@ -1,6 +1,7 @@
-"""Shared fixtures (a built nbgrader course, the Spanish edition's language, a solved edition, a
-notebook, a grade, a folder built once per run), and the fast tier's guard: with ``--no-processes``
-(``make test-fast``), a test that starts a process fails and names the cost marker it lacks."""
+"""Shared fixtures (a built nbgrader course, the course's wheel, the Spanish edition's language, a
+solved edition, a notebook, a grade, a folder built once per run), and the fast tier's guard: with
+``--no-processes`` (``make test-fast``), a test that starts a process fails and names the cost marker
+it lacks."""
 
 import _posixsubprocess
 import contextlib
@@ -15,6 +16,7 @@ import pytest
 from filelock import FileLock
 from lesson_files import LESSONS, solved_edition, write
 from nbformat.v4 import new_code_cell, new_notebook
+from student_machine import build_wheel, link_dependencies
 
 from graders.release.editions import build_course
 
@@ -45,6 +47,19 @@ def course_dir(tmp_path_factory):
     built = built_once(tmp_path_factory, "course", lambda folder: build_course(folder, "en", LESSONS))
     return Path(shutil.copytree(built, tmp_path_factory.mktemp("course") / "course",
                                 ignore=shutil.ignore_patterns(".built")))
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory):
+    """The course's wheel, built once per test run."""
+    (wheel_file,) = built_once(tmp_path_factory, "wheel", build_wheel).glob("pytorch_course-*.whl")
+    return wheel_file
+
+
+@pytest.fixture(scope="session")
+def shared_dependencies(tmp_path_factory):
+    """Links to every package of this venv (pip included) except the course and setuptools."""
+    return link_dependencies(tmp_path_factory.mktemp("dependencies"))
 
 
 @pytest.fixture

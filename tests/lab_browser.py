@@ -80,10 +80,12 @@ def free_port() -> int:
 
 
 class LabServer:
-    """``jupyter lab`` serving ``root`` on loopback, for the length of a ``with`` block."""
+    """``jupyter lab`` serving ``root`` on loopback, for the length of a ``with`` block, run by
+    ``python`` with ``env``."""
 
-    def __init__(self, root: Path, env: dict):
+    def __init__(self, root: Path, env: dict, python=sys.executable):
         self.root = Path(root)
+        self.python = python
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.env = env
@@ -95,7 +97,7 @@ class LabServer:
             (settings / name).write_text(json.dumps(values))
         self.log = open(self.root.parent / f"{self.root.name}-lab.log", "w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
+            [self.python, "-m", "jupyterlab", "--no-browser", "--allow-root",
              f"--port={self.port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
              f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True",
              f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={settings}"],
@@ -122,12 +124,6 @@ class LabServer:
         self.process.terminate()
         self.process.wait(timeout=30)
         self.log.close()
-
-
-def lab_environment(**extra) -> dict:
-    """The server's environment: the inline figure backend (no ``MPLBACKEND``), plus ``extra``."""
-    env = {name: value for name, value in os.environ.items() if name != "MPLBACKEND"}
-    return {**env, **extra}
 
 
 # A lesson's FAST run takes under a minute alone; two test workers and a loaded machine multiply

@@ -65,10 +65,10 @@ def write(nb, path):
     return path
 
 
-def standalone_language(lesson: str) -> str:
-    """The edition the stand-alone test runs for ``lesson``, alternating; ``make test`` runs the other
-    one in the browser, so that both editions of every lesson run as a student would."""
-    return "es" if LESSONS.index(lesson) % 2 == 0 else "en"
+def browser_language(lesson: str) -> str:
+    """The edition ``make test`` runs in JupyterLab for ``lesson``, alternating from one lesson to the
+    next; ``make test-browser`` runs the other one too."""
+    return "en" if LESSONS.index(lesson) % 2 == 0 else "es"
 
 
 def hidden_answers(lesson: str) -> tuple[dict, dict]:
