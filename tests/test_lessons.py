@@ -3,8 +3,8 @@ stock nbgrader grades what ran, the report is written.
 
 One lesson proves the command; every lesson's every cell is executed, in both editions, and graded
 by stock nbgrader at full marks in test_answer_cells.py, which also tries each answer cell right,
-stubbed, untouched, doing nothing and wrong. The stand-alone and browser tests run each lesson as a
-student would, outside the repository and in JupyterLab.
+stubbed, untouched, doing nothing and wrong. The browser test runs each lesson as a student would: in
+JupyterLab, outside the repository, the course installed from its wheel.
 """
 
 import json
