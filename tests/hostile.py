@@ -1,8 +1,9 @@
 """Broken and hostile submissions of lesson 01, each written as a real notebook for the grader.
 
-Every case starts from the English edition with the reference solutions filled in, then breaks
-one thing. ``expected`` is what the class grader must record: the score of each named grade cell
-(the others keep full marks unless ``total`` says otherwise), the status, and words of the reason.
+Every case starts from the English edition with the reference solutions filled in (without its
+demonstrations but in the ``correct`` case: :func:`solved`), then breaks one thing. ``expected`` is
+what the class grader must record: the score of each named grade cell (the others keep full marks
+unless ``total`` says otherwise), the status, and words of the reason.
 """
 
 import copy
@@ -11,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from lesson_files import hidden_answers, read_edition, read_source, replace_cell, solved_edition, without_cell
+from lesson_files import (
+    hidden_answers,
+    read_edition,
+    read_source,
+    replace_cell,
+    solved_edition,
+    without_cell,
+    without_demonstrations,
+)
 from nbformat.v4 import new_markdown_cell
 
 from graders.lesson_checks.questions import draw
@@ -22,7 +31,10 @@ MAX = 11
 
 
 def solved():
-    return solved_edition(LESSON, "en")
+    """The English edition solved, without its demonstrations: what a case proves lies in the answers
+    and grade cells, and each kernel spends its time there. The ``correct`` case hands in the whole
+    lesson."""
+    return without_demonstrations(solved_edition(LESSON, "en"))
 
 
 @dataclass
@@ -204,7 +216,7 @@ def _hooked(hook: str, answered: bool):
 
 
 CASES = [
-    Case("correct"),
+    Case("correct", make=lambda ctx: solved_edition(LESSON, "en")),
     Case("blank", make=lambda ctx: read_edition(LESSON, "es"), total=0),
     Case("infinite loop", {"test_linear_forward": 0},
          make=_with("linear_forward", "def linear_forward(x, weight, bias):\n    while True:\n        pass")),

@@ -39,6 +39,17 @@ def graded_edition(lesson: str, language: str):
     return graded
 
 
+def without_demonstrations(nb):
+    """A copy of ``nb`` without the code cells after its set-up that are neither answers nor grade
+    cells (examples, pictures, timings): what a student who deleted them hands in. The set-up is the
+    code before the first nbgrader cell."""
+    kept, first = copy.deepcopy(nb), next(i for i, c in enumerate(nb.cells) if is_grade_cell(c) or
+                                          is_solution_cell(c))
+    kept.cells = [c for i, c in enumerate(kept.cells) if c.cell_type != "code" or i < first or
+                  is_grade_cell(c) or is_solution_cell(c)]
+    return kept
+
+
 def solution_cells(nb) -> list[str]:
     return [grade_id(c) for c in nb.cells if is_solution_cell(c)]
 

@@ -15,6 +15,7 @@ import nbformat
 import psutil
 import pytest
 from hostile import FULL
+from lesson_files import without_demonstrations
 from solution_styles import HARD_CODED, LESSON, STYLES, notebook
 
 from graders.grade.classroom import Options, grade_class
@@ -55,8 +56,8 @@ def cluster():
 @pytest.fixture(scope="module")
 def submissions(tmp_path_factory):
     folder = tmp_path_factory.mktemp("dask-class")
-    for name, make in CLASS.items():
-        nbformat.write(make(), folder / f"{name}.ipynb")
+    for name, make in CLASS.items():  # what the cluster proves lies in the answers and grade cells
+        nbformat.write(without_demonstrations(make()), folder / f"{name}.ipynb")
     return folder
 
 
