@@ -8,7 +8,14 @@ from html import unescape
 import nbformat
 import pytest
 from hostile import QUOTED_MARKERS, QUOTED_NOTE, quotes_markers
-from lesson_files import hidden_answers, read_edition, read_source, replace_cell, without_cell
+from lesson_files import (
+    hidden_answers,
+    read_edition,
+    read_source,
+    replace_cell,
+    without_cell,
+    without_demonstrations,
+)
 
 from graders.lesson_checks.questions import draw, pool
 from graders.lessons import solution_path
@@ -32,8 +39,9 @@ def pairwise_distances(a, b):
 
 @pytest.fixture
 def graded(grade):
-    """``graded(student, nb)``: ``nb`` graded as a submission of lesson 01."""
-    return lambda student, nb: grade(LESSON, student, nb)
+    """``graded(student, nb)``: ``nb`` graded as a submission of lesson 01, handed in without the
+    lesson's demonstrations: what these tests prove lies in the answers and grade cells."""
+    return lambda student, nb: grade(LESSON, student, without_demonstrations(nb))
 
 
 def _shown(html: str, grade_id: str) -> str:
