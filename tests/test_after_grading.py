@@ -1,9 +1,10 @@
 """After `course grade`: item analysis, similarity and the Moodle export, on a class graded for real.
 
-The class, exported from Moodle as a zip: two honest students, two who copied the first (one
-renaming everything) and fitted an answer to the inputs the visible check draws (it fails with a
-single point), a third who fitted it too, a blank Spanish edition, and a loose file without
-Moodle's id whose one answer kills the kernel.
+The class, exported from Moodle as a zip, each notebook handed in without the lesson's
+demonstrations (what these tests read lies in the answers and grade cells): two honest students, two
+who copied the first (one renaming everything) and fitted an answer to the inputs the visible check
+draws (it fails with a single point), a third who fitted it too, a blank Spanish edition, and a loose
+file without Moodle's id whose one answer kills the kernel.
 """
 
 import csv
@@ -14,6 +15,7 @@ import zipfile
 
 import nbformat
 import pytest
+from lesson_files import without_demonstrations
 from solution_styles import HARD_CODED, LESSON, STYLES, WRONG_DTYPE, notebook, renamed
 
 from graders.lessons import ROOT
@@ -41,7 +43,7 @@ def graded(tmp_path_factory):
         for name, (moodle_id, make, _) in CLASS.items():
             member = (f"{name}_{moodle_id}_assignsubmission_file_/{LESSON}.ipynb" if moodle_id
                       else f"{name}.ipynb")
-            zf.writestr(member, nbformat.writes(make()))
+            zf.writestr(member, nbformat.writes(without_demonstrations(make())))
     out = root / "out"
     run = subprocess.run([sys.executable, "-m", "graders.cli", "grade", str(archive), "--lesson", LESSON,
                           "--workers", "2", "--cell-timeout", "60", "--out-dir", str(out),
