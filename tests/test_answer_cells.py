@@ -41,8 +41,8 @@ from graders.run.runner import LessonFailed, check_execution
 
 pytestmark = pytest.mark.kernel
 
-# The edition whose answers are also replaced by stubs and by answers that do nothing.
-GUESSES_IN = "en"
+# The edition walked with every try; the other is walked with the wrong answers only.
+EVERY_TRY_IN = "en"
 _CHECK_IMPORT = re.compile(r"from graders\.lesson_checks import (\w+) as lesson")
 _HINT_CALL = re.compile(r"hint\((['\"])[\w-]+\1\)")
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -84,7 +84,7 @@ class Walk:
         self.stubs = {grade_id(c): c.source for c in edition.cells if is_solution_cell(c)}
         self.problems: list[str] = []
         self._forks: dict[tuple, list] = {}  # the same cells from the same kernel state run once
-        self.tries_guesses = language == GUESSES_IN
+        self.tries_everything = language == EVERY_TRY_IN
 
     def fork(self, cells) -> list:
         """``cells`` run in a copy of the kernel as it is now."""
@@ -100,10 +100,10 @@ class Walk:
         starts = {group[0]: group for group in exercises(self.nb)}
         for index, cell in enumerate(self.nb.cells):
             if index in starts:
-                if self.tries_guesses:
+                if self.tries_everything:
                     self.try_doing_nothing(starts[index])
                 self.try_wrong_answers(starts[index])
-            if is_solution_cell(cell) and self.tries_guesses:
+            if is_solution_cell(cell) and self.tries_everything:
                 self.try_stub(index, next(g for g in starts.values() if index in g))
             ran = self.kernel.run(index)
             self._forks.clear()
