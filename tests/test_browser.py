@@ -46,7 +46,7 @@ def _notebook(*sources):
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory, wheel, shared_dependencies):
     """JupyterLab from a student's fresh venv, in their home, over the filled editions and the broken
-    notebooks; and a browser. ``lab.student`` says where the venv finds the course."""
+    notebooks; a browser; and a function that says where the venv finds the course."""
     from playwright.sync_api import sync_playwright
 
     machine = tmp_path_factory.mktemp("student")
