@@ -7,10 +7,11 @@ import sys
 
 import nbformat
 import pytest
-from lesson_files import LESSONS, read_edition
+from lesson_files import LESSONS, read_edition, solved_edition, without_demonstrations
 
 from course.settings import LANGUAGES
 from graders.lessons import edition_path, solution_path
+from graders.nbgrader_adapter import is_grade_cell, is_solution_cell
 from graders.notebook_grading.feedback import hidden_lines
 from graders.release.editions import EditionError, cell_language, filter_language, release
 
@@ -98,3 +99,15 @@ def test_stock_nbgrader_cli_works_in_a_released_course_directory(released, tmp_p
                             "--force"], cwd=course_dir, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert "# ESCRIBE TU CÓDIGO AQUÍ" in released.read_text()
+
+
+def test_a_lesson_without_its_demonstrations_keeps_its_set_up_answers_grade_cells_and_prose():
+    whole = solved_edition(LESSONS[0], "en")
+    lean = without_demonstrations(whole)
+    graded = [c.source for c in whole.cells if is_grade_cell(c) or is_solution_cell(c)]
+    first = next(i for i, c in enumerate(whole.cells) if is_grade_cell(c) or is_solution_cell(c))
+    set_up = [c.source for c in whole.cells[:first] if c.cell_type == "code"]
+    assert [c.source for c in lean.cells if c.cell_type == "code"] == set_up + graded
+    assert [c.source for c in lean.cells if c.cell_type != "code"] == \
+        [c.source for c in whole.cells if c.cell_type != "code"]
+    assert len(lean.cells) < len(whole.cells) == len(solved_edition(LESSONS[0], "en").cells)
