@@ -80,7 +80,7 @@ lab: setup
 
 # The course on a JupyterHub of its own, as root: docs/instructors/jupyterhub.md
 hub: setup hub-packages $(HUB_STAMP)
-	$(BIN)/python -m graders.hub serve $(if $(ROSTER),--roster $(ROSTER)) $(if $(HUB_IP),--ip $(HUB_IP)) \
+	$(BIN)/course hub serve $(if $(ROSTER),--roster $(ROSTER)) $(if $(HUB_IP),--ip $(HUB_IP)) \
 		$(if $(HUB_PORT),--port $(HUB_PORT)) $(if $(HUB_AUTH),--authenticator $(HUB_AUTH)) \
 		$(if $(filter 1,$(FAST)),--fast)
 

@@ -1,4 +1,4 @@
-"""The ``course`` command, which the Makefile wraps: ``course run | release | grade | check | data``."""
+"""The ``course`` command, which the Makefile wraps: ``course run | release | grade | check | data | hub``."""
 
 import argparse
 import os
@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 from course.settings import DEVICE_CHOICES
+from graders.hub.commands import add_hub_command
 from graders.lessons import BUILD, LESSONS
 from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
 
@@ -174,6 +175,7 @@ def main(argv=None) -> int:
     release.set_defaults(handler=_release)
     commands.add_parser("data", help="make FashionMNIST available in data/").set_defaults(
         handler=_data)
+    add_hub_command(commands)
 
     args = parser.parse_args(argv)
     return args.handler(args)

@@ -54,10 +54,10 @@ def apply(c, language: str = "en", root=None) -> None:
     c.OverwriteCells.add_missing_cells = True
     c.Autograde.sanitize_preprocessors = list(SANITIZE)
     c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "course"}
-    c.GenerateFeedback.exporter_class = "graders.notebook_grading.feedback.FeedbackHTMLExporter"
+    c.GenerateFeedback.exporter_class = "graders.notebook_grading.redacted_feedback.FeedbackHTMLExporter"
     c.GenerateFeedback.preprocessors = [
         "nbgrader.preprocessors.GetGrades",
-        "graders.notebook_grading.feedback.HideHiddenTests",
+        "graders.notebook_grading.redacted_feedback.HideHiddenTests",
         "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     ]
 

@@ -32,7 +32,7 @@ from graders.grade.classroom import FEEDBACK_MISSING, Classroom, Options, grade_
 from graders.grade.results import CSV_DRAW, identity_notes
 from graders.lesson_checks.questions import draw
 from graders.lessons import ROOT, solution_path
-from graders.notebook_grading.feedback import hidden_lines
+from graders.notebook_grading.redacted_feedback import hidden_lines
 
 # The class grader runs its own parallel workers, which mostly wait on their kernels: `make test`
 # runs these tests beside the others, the ones sharing `hostile_class` on one worker (graded once).

@@ -417,11 +417,11 @@ def test_findings_follow_the_lesson_language_and_print_readably(capsys, spanish)
 
 
 def test_every_code_has_text_in_both_languages():
-    from course.diagnose.texts import TEXTS
+    from course.diagnose.messages import MESSAGES
 
     for language in ("es", "en"):
         for code in CODES:
-            message, advice = TEXTS[language][code]
+            message, advice = MESSAGES[language][code]
             assert message and advice
     assert format_findings([], "step", 3, "es").endswith("ningún problema encontrado.")
 

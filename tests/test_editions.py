@@ -12,7 +12,7 @@ from lesson_files import LESSONS, read_edition, solved_edition, without_demonstr
 from course.settings import LANGUAGES
 from graders.lessons import edition_path, solution_path
 from graders.nbgrader_adapter import is_grade_cell, is_solution_cell
-from graders.notebook_grading.feedback import hidden_lines
+from graders.notebook_grading.redacted_feedback import hidden_lines
 from graders.release.editions import EditionError, cell_language, filter_language, release
 
 EDITION_CASES = [(lesson, lang) for lesson in LESSONS for lang in LANGUAGES]

@@ -17,6 +17,7 @@ from lesson_files import LESSONS, read_edition, read_source
 from course.settings import LANGUAGES, set_language
 from graders import lesson_checks
 from graders.lesson_checks import hint, more_hints
+from graders.lessons import lesson_names
 from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 
 SHORTEST_ANSWER_LINE = 12
@@ -52,8 +53,9 @@ def answer_lines(source: str) -> list[str]:
 
 
 def module_for(lesson: str):
-    return getattr(lesson_checks, lesson.split("_", 1)[1], None) or pytest.fail(
-        f"graders/lesson_checks/{lesson.split('_', 1)[1]}.py is missing")
+    module = lesson_names(lesson).check_module
+    return getattr(lesson_checks, module, None) or pytest.fail(
+        f"graders/lesson_checks/{module}.py is missing")
 
 
 def hint_texts(module) -> list[str]:

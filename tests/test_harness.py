@@ -22,6 +22,7 @@ from lesson_files import LESSONS, read_source
 
 from graders import checks
 from graders.lesson_checks import lesson_modules
+from graders.lessons import lesson_names
 from graders.nbgrader_adapter import is_grade_cell
 
 MODULES = {module.__name__.rpartition(".")[2]: module for module in lesson_modules()}
@@ -104,7 +105,7 @@ def _answer_calling(alias: str, namespace: dict):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_name_a_grade_cell_takes_from_its_lesson_module_is_public(lesson):
     """Visible and hidden tests alike: ``lesson.X`` in a grade cell is in that module's ``__all__``."""
-    module = MODULES[lesson.split("_", 1)[1]]
+    module = MODULES[lesson_names(lesson).check_module]
     used = {name for cell in read_source(lesson).cells if is_grade_cell(cell)
             for name in re.findall(r"\blesson\.(\w+)", cell.source)}
     assert used <= set(getattr(module, "__all__", ())), sorted(used - set(getattr(module, "__all__", ())))

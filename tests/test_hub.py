@@ -40,9 +40,9 @@ from traitlets.config import Config
 
 from graders.grade.submissions import student_id
 from graders.hub import environment, exchange, feedback, hub_config, nbgrader_roles, roster
-from graders.lessons import BUILD
+from graders.lessons import BUILD, edition_of_assignment, lesson_names
 from graders.nbgrader_settings import CODE_STUBS, COURSE_ID
-from graders.notebook_grading.feedback import hidden_lines
+from graders.notebook_grading.redacted_feedback import hidden_lines
 from graders.release.editions import fill_solutions, solution_sources
 
 LESSON = "01_tensors"
@@ -135,9 +135,9 @@ def test_a_roster_that_cannot_run_a_course_says_why(tmp_path, text, said):
 
 
 def test_a_lessons_editions_are_two_assignments():
-    assert nbgrader_roles.assignment_id(LESSON, "es") == "01_tensors_es"
-    assert nbgrader_roles.edition("01_tensors_es") == (LESSON, "es")
-    assert nbgrader_roles.edition(LESSON) is None and nbgrader_roles.edition("01_tensors_fr") is None
+    assert lesson_names(LESSON).assignments == {"es": "01_tensors_es", "en": "01_tensors_en"}
+    assert edition_of_assignment("01_tensors_es") == (LESSON, "es")
+    assert edition_of_assignment(LESSON) is None and edition_of_assignment("01_tensors_fr") is None
 
 
 @pytest.mark.parametrize("language", ["es", "en"])
@@ -277,7 +277,8 @@ def test_a_submission_collected_after_grading_waits_for_its_own_feedback(tmp_pat
 TAG = secrets.token_hex(2)
 PROF, ANA, BEN, EVE = (f"hub{TAG}-{name}" for name in ("prof", "ana", "ben", "eve"))
 BIN = Path(sys.executable).parent
-MODULE = "graders.lesson_checks.tensors"
+COURSE = str(BIN / "course")
+MODULE = f"graders.lesson_checks.{lesson_names(LESSON).check_module}"
 
 
 def _missing() -> str:
@@ -307,7 +308,7 @@ def hub():
     port = free_port()
     log = open(base / "hub.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "graders.hub", "serve", "--hub-dir", str(base / "hub"),
+        [COURSE, "hub", "serve", "--hub-dir", str(base / "hub"),
          "--roster", str(roster_file), "--exchange", str(base / "exchange"), "--port", str(port),
          "--hub-port", str(free_port()), "--proxy-api-port", str(free_port()), "--fast",
          "--singleuser-arg=--LabApp.expose_app_in_browser=True"],
@@ -536,7 +537,7 @@ def test_a_lesson_goes_round_the_hub_release_fetch_submit_collect_grade_feedback
     assert (grades[ANA]["questions_for"], grades[ANA]["questions_status"]) == (ANA, "submitter")
 
     # Feedback goes back through the exchange; each student fetches their own.
-    released = instructor(hub, "python", "-m", "graders.hub", "feedback", LESSON)
+    released = instructor(hub, "course", "hub", "feedback", LESSON)
     assert released.stdout.count("feedback released") == 2, released.stdout
     secrets_of_the_tests = hidden_lines(read_source(LESSON), "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
     assert secrets_of_the_tests
@@ -579,7 +580,7 @@ def test_a_user_who_is_not_enrolled_is_told_so_and_loses_nothing(hub):
 
 
 def _check(hub):
-    return subprocess.run([sys.executable, "-m", "graders.hub", "check", "--hub-dir", hub.settings.hub_dir],
+    return subprocess.run([COURSE, "hub", "check", "--hub-dir", hub.settings.hub_dir],
                           capture_output=True, text=True)
 
 

@@ -15,13 +15,15 @@ from graders.checks import CheckFailed
 from graders.lesson_checks import identity, questions
 from graders.lesson_checks.identity import Draw, whose_draw
 from graders.lesson_checks.questions import draw, grade_concepts, is_right, pool, score
+from graders.lessons import lesson_names
 
-POOLED = [lesson for lesson in LESSONS if (questions.QUESTIONS / f"{lesson.partition('_')[2]}.toml").exists()]
+POOLED = [lesson for lesson in LESSONS
+          if (questions.QUESTIONS / f"{lesson_names(lesson).check_module}.toml").exists()]
 
 
 def _name(lesson: str) -> str:
     """The lesson's check module (``tensors`` for ``01_tensors``)."""
-    return f"graders.lesson_checks.{lesson.partition('_')[2]}"
+    return f"graders.lesson_checks.{lesson_names(lesson).check_module}"
 
 
 @pytest.mark.parametrize("lesson", POOLED)

@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from course.diagnose.messages import MESSAGES
 from course.diagnose.observer import Observer, Watch, spy_on
-from course.diagnose.texts import TEXTS
 from course.settings import get_language
 
 __all__ = ["CODES", "Finding", "diagnose", "format_findings"]
@@ -91,14 +91,14 @@ class Finding:
     language: str = field(default="en", repr=False)
 
     def __str__(self) -> str:
-        words = TEXTS[self.language]
+        words = MESSAGES[self.language]
         where = f" {words['step']} {self.step}:" if self.step is not None else ""
         return f"[{self.code}]{where} {self.message}\n    → {words['fix']}: {self.advice}"
 
 
 def format_findings(findings, name: str, steps: int, language: str) -> str:
     """The report ``diagnose`` prints."""
-    words = TEXTS[language]
+    words = MESSAGES[language]
     head = words["header"][steps != 1].format(name=name, steps=steps)
     if not findings:
         return f"{head} · {words['none']}"
@@ -117,7 +117,7 @@ def diagnose(train_step, model, batch, steps: int = 3, language=None, *, optimiz
     :class:`Finding`, empty when the steps look right; prints the report unless ``show=False``.
     """
     language = _check_arguments(train_step, model, steps, language)
-    observer, opt = _set_up(model, optimizer, TEXTS[language], language)
+    observer, opt = _set_up(model, optimizer, MESSAGES[language], language)
     try:
         _observe_steps(train_step, batch, opt, observer, steps=steps, seed=seed)
     finally:
@@ -134,8 +134,8 @@ def _check_arguments(train_step, model, steps: int, language) -> str:
     """Refuse what diagnose cannot use, with a sentence that says why; returns the language."""
     if language is None:
         language = get_language()
-    if language not in TEXTS:
-        raise ValueError(f"language must be one of {tuple(TEXTS)}, got {language!r}")
+    if language not in MESSAGES:
+        raise ValueError(f"language must be one of {tuple(MESSAGES)}, got {language!r}")
     if not callable(train_step):
         raise TypeError(_in(language, {
             "es": "train_step debe ser una función (model, batch, optimizer) -> pérdida; "
@@ -214,7 +214,7 @@ def _observe_steps(train_step, batch, optimizer, observer: Observer, *, steps: i
 
 def _findings(observer: Observer, language: str) -> list:
     """The observer's records as :class:`Finding`, by step (whole-run ones last), then by code."""
-    words = TEXTS[language]
+    words = MESSAGES[language]
     findings = []
     for code in sorted(observer.found, key=lambda c: (observer.found[c][0] or 10**9, CODES.index(c))):
         step, details = observer.found[code]

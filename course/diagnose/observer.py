@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from course.diagnose.texts import name_list, plural
+from course.diagnose.messages import name_list, plural
 
 # Losses that compare prediction and target element by element: different shapes broadcast silently.
 ELEMENTWISE_LOSSES = (

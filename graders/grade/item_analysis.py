@@ -7,7 +7,7 @@ visible checks and failed the hidden tests. An exercise whose gap exceeds a thir
 is flagged: its visible checks do not describe the task.
 
 A failing grade cell is sorted by where it failed, with the same rule as the students' feedback
-(``graders.notebook_grading.feedback``): before the hidden-tests marker it is a visible failure,
+(``graders.notebook_grading.redacted_feedback``): before the hidden-tests marker it is a visible failure,
 at or after it a hidden one. A cell that ran out of time, or that failed in a notebook the grader
 had to run again without a cell that killed or hung the kernel, is counted apart, so that a
 grader incident never reads as a misunderstanding (after such a rerun, a ``NameError`` is the
@@ -30,7 +30,7 @@ from graders import nbgrader_adapter as adapter
 from graders.checks import WORDS
 from graders.grade.resilient_execute import INCIDENT
 from graders.grade.results import identity_notes
-from graders.notebook_grading.feedback import ANSI, failing_line, first_hidden_line
+from graders.notebook_grading.redacted_feedback import ANSI, failing_line, first_hidden_line
 
 KINDS = ("visible", "hidden", "timeout", "incident")
 KIND_LABELS = {"visible": "visible check", "hidden": "hidden test", "timeout": "ran out of time",

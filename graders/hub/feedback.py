@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graders.grade.submissions import student_id
-from graders.hub.nbgrader_roles import edition
+from graders.lessons import edition_of_assignment
 
 # What nbgrader's release_feedback reads beside the feedback, copied from the submission.
 SUBMISSION_FILES = ("timestamp.txt", "submission_secret.txt")
@@ -46,7 +46,7 @@ def place(course_root: Path, lesson: str, grading_dir: Path) -> list[Placed]:
     placed = []
     for folder in sorted((course_root / "submitted").glob(f"*/{lesson}_*")):
         user, assignment = folder.parent.name, folder.name
-        if (edition(assignment) or ("",))[0] != lesson:
+        if (edition_of_assignment(assignment) or ("",))[0] != lesson:
             continue
         sid, notebook = student_id(user), folder / f"{lesson}.ipynb"
         html = grading_dir / "feedback" / f"{sid}.html"

@@ -7,7 +7,7 @@ its role's Jupyter configuration (:mod:`graders.hub.nbgrader_roles`) on ``JUPYTE
 A service token (``course-admin``) lets the tests and scripts drive the hub's REST API.
 
 ``<hub_dir>/state/jupyterhub_config.py`` is two lines that call :func:`configure` with the
-settings that ``python -m graders.hub serve`` wrote beside it.
+settings that ``course hub serve`` wrote beside it.
 """
 
 import json

@@ -19,12 +19,11 @@ from nbgrader.utils import get_username
 from traitlets import Unicode
 
 from graders.hub.roster import member
-from graders.lessons import available_lessons, solution_path
+from graders.lessons import LANGUAGES, available_lessons, edition_of_assignment, lesson_names, solution_path
 from graders.nbgrader_settings import CODE_STUBS, COURSE_ID, TEXT_STUBS, apply
 
 # Students' nbgrader loads this module at every command: it imports neither torch (the course's
 # helpers) nor the release's modules, which the instructor's side imports where it uses them.
-LANGUAGES = tuple(CODE_STUBS)  # the editions, as course.settings.LANGUAGES names them
 
 SETTINGS_FILE = "nbgrader_settings.json"
 # What a student's JupyterLab leaves out (nbgrader's table for students, its JupyterHub page).
@@ -38,17 +37,6 @@ from graders.hub.nbgrader_roles import configure_{role}
 
 configure_{role}(get_config(), {settings!r})
 '''
-
-
-def assignment_id(lesson: str, language: str) -> str:
-    """The nbgrader assignment of one edition of a lesson."""
-    return f"{lesson}_{language}"
-
-
-def edition(assignment: str) -> tuple[str, str] | None:
-    """``(lesson, language)`` of an assignment named by :func:`assignment_id`, else ``None``."""
-    lesson, _, language = assignment.rpartition("_")
-    return (lesson, language) if lesson and language in LANGUAGES else None
 
 
 # ------------------------------------------------------------------------- nbgrader plugins
@@ -92,7 +80,7 @@ class EditionList(ExchangeList):
 
     def _language(self, path) -> str | None:
         """The edition's language of a released assignment, ``None`` for one of no edition."""
-        return (edition(self.parse_assignment(path)["assignment_id"]) or (None, None))[1]
+        return (edition_of_assignment(self.parse_assignment(path)["assignment_id"]) or (None, None))[1]
 
 
 class EditionClearSolutions(ClearSolutions):
@@ -179,7 +167,7 @@ def populate_course(course_root: Path, settings_path: Path, lessons=None) -> Pat
     for lesson in lessons or available_lessons():
         source = nbformat.read(solution_path(lesson), 4)
         for language in LANGUAGES:
-            target = course_root / "source" / assignment_id(lesson, language) / f"{lesson}.ipynb"
+            target = course_root / "source" / lesson_names(lesson).assignments[language] / f"{lesson}.ipynb"
             if target.exists():
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)

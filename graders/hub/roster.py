@@ -2,7 +2,7 @@
 
 The roster is a CSV file, ``user,role,language``, one line per person; ``make hub`` without one
 uses :data:`DEFAULT_ROSTER`. The hub lets in only the people on it, nbgrader's exchange serves
-only them (:mod:`graders.hub.nbgrader`), and each is a real local user with a home of their own,
+only them (:mod:`graders.hub.nbgrader_roles`), and each is a real local user with a home of their own,
 created here when missing (as root).
 """
 

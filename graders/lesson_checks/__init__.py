@@ -2,7 +2,7 @@
 
 One module per lesson, named after its slug (``tensors`` for ``01_tensors``), holding its check
 functions and the harnesses they need (probes, recorders), built on ``graders.checks``: what is
-checked and how. Its texts live apart, in ``texts/<module>.toml``, in both languages:
+checked and how. Its hints live apart, in ``hints/<module>.toml``, in both languages:
 
 - ``hints``: the first hint of each exercise, printed by a failing check. It points at the idea and
   the section that teaches it, never at the answer's code;
@@ -16,34 +16,33 @@ Reference solutions never live here: a student receives this package. They stay 
 tests of the grade cells, which the release strips.
 """
 
-import dataclasses
 import functools
 import importlib
 import pkgutil
 import tomllib
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["concept_questions", "hint", "lesson_texts"]
+__all__ = ["concept_questions", "hint", "lesson_hints"]
 
-TEXTS = Path(__file__).with_name("texts")
+HINTS_DIR = Path(__file__).with_name("hints")
 # What every lesson's concept questions share; the other modules are one per lesson.
 _SHARED = ("identity", "questions")
 
 
-@dataclasses.dataclass(frozen=True)
-class LessonTexts:
-    """A lesson's texts for its checks, each ``{"es": ..., "en": ...}`` (plus ``more`` on a hint
-    that has a second one)."""
+class LessonHints(NamedTuple):
+    """A lesson's hints by exercise id, each ``{"es": ..., "en": ...}``: the first ones, and the
+    second ones ``hint()`` prints."""
 
     hints: dict
     more_hints: dict
 
 
 @functools.cache
-def lesson_texts(module: str) -> LessonTexts:
-    """The texts of the lesson whose check module is ``module`` (``tensors``, or its full name)."""
-    data = tomllib.loads((TEXTS / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
-    return LessonTexts(data.get("hints", {}), data.get("more_hints", {}))
+def lesson_hints(module: str) -> LessonHints:
+    """The hints of the lesson whose check module is ``module`` (``tensors``, or its full name)."""
+    data = tomllib.loads((HINTS_DIR / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
+    return LessonHints(data.get("hints", {}), data.get("more_hints", {}))
 
 
 def concept_questions(module: str):
@@ -79,10 +78,10 @@ def lesson_modules() -> list:
 
 
 def more_hints() -> dict:
-    """Every exercise's second hint, by exercise id, across lessons (read from the texts, so that
+    """Every exercise's second hint, by exercise id, across lessons (read from the hint files, so that
     asking for a hint imports no other lesson's checks)."""
-    return {exercise: texts for path in sorted(TEXTS.glob("*.toml"))
-            for exercise, texts in lesson_texts(path.stem).more_hints.items()}
+    return {exercise: texts for path in sorted(HINTS_DIR.glob("*.toml"))
+            for exercise, texts in lesson_hints(path.stem).more_hints.items()}
 
 
 def hint(exercise_id: str) -> None:

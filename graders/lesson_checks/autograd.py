@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from graders import checks
-from graders.lesson_checks import concept_questions, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTCUTS",
            "check_clipped_backward", "check_clipped_identity_backward", "check_clipped_identity_forward",
@@ -26,8 +26,7 @@ __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTC
            "check_weighted_backward_one_entry", "grade_concepts", "gradient_after_snippet", "network_case",
            "run_compound", "show_questions"]
 
-TEXTS = lesson_texts(__name__)
-HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 

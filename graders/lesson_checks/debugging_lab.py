@@ -25,7 +25,7 @@ from torch import nn
 from course import training
 from course.diagnose import diagnose
 from graders import checks
-from graders.lesson_checks import concept_questions, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = ["HINTS", "MORE_HINTS", "check_binary_classifier_learns", "check_binary_predict_proba",
            "check_block", "check_classifier_learns", "check_clipped_order",
@@ -38,9 +38,8 @@ __all__ = ["HINTS", "MORE_HINTS", "check_binary_classifier_learns", "check_binar
            "check_train_epoch", "check_train_step", "classification_batch", "epoch_as_step",
            "grade_concepts", "grads_of", "mlp", "show_questions"]
 
-# ------------------------------------------------------------------------------------------- texts
-TEXTS = lesson_texts(__name__)
-HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+# ------------------------------------------------------------------------------------------- hints
+HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 

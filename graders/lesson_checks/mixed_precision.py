@@ -33,7 +33,7 @@ from torch.nn import functional as F
 
 from course import amp, timing
 from graders import checks
-from graders.lesson_checks import concept_questions, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_amp_train_step_autocast",
            "check_amp_train_step_clipping", "check_amp_train_step_scaler", "check_amp_train_step_update",
@@ -44,9 +44,8 @@ __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_amp_train_step_autocast",
            "check_tensor_bytes", "check_time_per_call_median", "check_time_per_call_synchronizes",
            "check_update", "grade_concepts", "run_amp_steps", "scales_of_a_run", "show_questions"]
 
-# --------------------------------------------------------------------------------------------- texts
-TEXTS = lesson_texts(__name__)
-HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+# ------------------------------------------------------------------------------------------- hints
+HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 

@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from torch.utils import data
 
 from graders import checks
-from graders.lesson_checks import concept_questions, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_bce_gradient", "check_bce_large_logits",
            "check_bce_values", "check_concepts", "check_count_parameters", "check_count_trainable",
@@ -31,8 +31,7 @@ __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_bce_gradient", "check_bce_
            "check_residual_forward", "check_residual_structure", "check_save_weights",
            "check_train_and_eval_outputs", "grade_concepts", "show_questions"]
 
-TEXTS = lesson_texts(__name__)
-HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 

@@ -13,10 +13,10 @@ to run (``SHORTCUTS``), and the exercise text says so: ``course.memory``'s meter
 and answers with planted logits, against ResNet-18's weights enum and a weights enum made up on the
 spot (its own sizes, normalisation and categories), so nothing is downloaded. The package exercise
 (``minitrain/training.py``) is checked by launching ``torchrun --standalone`` on the student's file
-with the lesson's other files (``files/``, as the notebook writes them) and reading the JSON line
-each process prints; the visible checks share one launch with a configuration drawn once per kernel,
-the hidden tests one launch of their own. A launch in which a process is killed by a signal is
-launched once more (``course.distributed.torchrun``).
+with the lesson's other files (``scale_package/``, as the notebook writes them) and reading the JSON
+line each process prints; the visible checks share one launch with a configuration drawn once per
+kernel, the hidden tests one launch of their own. A launch in which a process is killed by a signal
+is launched once more (``course.distributed.torchrun``).
 
 ``examples_curve`` (large batches) runs on a recording model and a spy SGD that note the batches,
 each step's gradients and learning rate; the check recomputes each batch's loss and gradient from
@@ -47,7 +47,7 @@ from course import distributed, training
 from course.memory import SavedTensorMeter, model_state_tensors
 from course.settings import say
 from graders import checks
-from graders.lesson_checks import concept_questions, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = [
     "HINTS", "MORE_HINTS", "REGIONS", "CurveCase", "PackageRun", "blocks", "curve_case", "package_run",
@@ -69,8 +69,7 @@ __all__ = [
 # all; it is read when the first profile starts, which in the lesson comes after this import.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-TEXTS = lesson_texts(__name__)
-HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 
@@ -677,7 +676,7 @@ def check_top_k_names_output(top_k_names) -> None:
 # ----------------------------------------------------------------- exercise 8: the package under torchrun
 # The files of the package the lesson writes, as the lesson writes them (a test compares them with
 # the notebook's cells). A check runs the student's minitrain/training.py with these.
-FILES = Path(__file__).with_name("files")
+FILES = Path(__file__).with_name("scale_package")
 TRAINING_FILE = "minitrain/training.py"
 TORCHRUN_TIMEOUT_S = 60
 _RUNS = {}      # (training.py's text, configuration) → PackageRun, so that grade cells share a launch

@@ -12,15 +12,14 @@ import torch.functional
 import torch.nn.functional
 
 from graders import checks
-from graders.lesson_checks import concept_questions, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = ["HINTS", "MORE_HINTS", "SHORTCUTS", "check_concepts", "check_flatten_per_image",
            "check_from_numpy_pair", "check_linear_forward", "check_normalize_rows",
            "check_pairwise_distances", "check_prepare_batch", "check_to_unit_float", "grade_concepts",
            "show_questions"]
 
-TEXTS = lesson_texts(__name__)
-HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 

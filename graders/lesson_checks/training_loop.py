@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course import data, training
 from graders import checks
 from graders.checks import say
-from graders.lesson_checks import concept_questions, lesson_texts
+from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation_step", "check_accuracy",
            "check_adamw_step_decay", "check_adamw_step_moments", "check_augmented_test_fixed",
@@ -38,8 +38,7 @@ __all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation
            "check_train_one_epoch_loss", "check_train_one_epoch_steps", "check_warmup_cosine",
            "check_warmup_cosine_scheduler", "grade_concepts", "show_questions"]
 
-TEXTS = lesson_texts(__name__)
-HINTS, MORE_HINTS = TEXTS.hints, TEXTS.more_hints
+HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 
 

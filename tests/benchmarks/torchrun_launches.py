@@ -1,7 +1,7 @@
 """How reliable lesson 07's torchrun launch is: the lesson's package, launched N times on this machine.
 
 Each launch is the one the package checks make (``graders.lesson_checks.scale.package_run``): the
-lesson's files (``graders/lesson_checks/files``) and the reference ``minitrain/training.py`` (the
+lesson's files (``graders/lesson_checks/scale_package``) and the reference ``minitrain/training.py`` (the
 solution cell of ``solutions/07_scale.ipynb``), 2 processes, a configuration drawn afresh as the
 visible checks draw it, and then the three checks on what the processes printed. A launch whose
 process is killed by a signal is launched once more (``course.distributed.torchrun``); this script

@@ -1,11 +1,11 @@
 """What ``diagnose`` says, in each edition's language: a message and a line of advice per finding.
 
-``TEXTS[language][code]`` is ``(message, advice)``; the message's ``{fields}`` are filled in with
+``MESSAGES[language][code]`` is ``(message, advice)``; the message's ``{fields}`` are filled in with
 what the observer saw. The other keys are the words the report is built from; a pair of forms is
 ``(singular, plural)`` (see :func:`plural`).
 """
 
-TEXTS = {
+MESSAGES = {
     "en": {
         "grads_not_cleared": (
             "backward() added this step's gradients on top of the previous ones ({params}): "

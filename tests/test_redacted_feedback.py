@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from graders.notebook_grading.feedback import REDACTED, HideHiddenTests, hidden_lines, redact
+from graders.notebook_grading.redacted_feedback import REDACTED, HideHiddenTests, hidden_lines, redact
 
 LESSON = "01_tensors"
 

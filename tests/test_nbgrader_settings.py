@@ -20,7 +20,7 @@ from lesson_files import (
 from graders.lesson_checks.questions import draw, pool
 from graders.lessons import solution_path
 from graders.notebook_grading.autograde import generate_feedback
-from graders.notebook_grading.feedback import hidden_lines
+from graders.notebook_grading.redacted_feedback import hidden_lines
 from graders.release.editions import solution_sources
 
 pytestmark = [pytest.mark.kernel, pytest.mark.subprocess]  # and stock nbgrader's command line

@@ -1,4 +1,4 @@
-"""``python -m graders.hub serve | check | feedback``: the course's JupyterHub (``make hub``).
+"""``course hub serve | check | feedback``: the course's JupyterHub (``make hub``).
 
 ``serve`` (as root) enrolls the roster's users (local accounts with homes, created where missing),
 prepares the exchange and the instructor's course directory, writes the hub's configuration and
@@ -15,7 +15,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from graders.hub import environment, exchange, feedback, hub_config, nbgrader_roles, roster
+from graders.hub import environment, exchange, hub_config, roster
 from graders.hub.hub_config import HubSettings
 from graders.lessons import BUILD
 from graders.nbgrader_settings import COURSE_ID
@@ -49,6 +49,8 @@ def _chown_tree(path: Path, user: str) -> None:
 
 def prepare(args) -> HubSettings:
     """Everything but the hub itself: accounts, exchange, configurations, the course directory."""
+    from graders.hub import nbgrader_roles  # imports nbgrader: only this verb needs it
+
     hub_dir = Path(args.hub_dir).resolve()
     members = roster.read_roster(args.roster) if args.roster else list(roster.DEFAULT_ROSTER)
     hub_dir.mkdir(parents=True, exist_ok=True)
@@ -136,6 +138,8 @@ def release_feedback(args) -> int:
         print(f"{course_root} has no submitted/ folder: run this in the course directory, after "
               "`nbgrader collect --update` and `course grade`", file=sys.stderr)
         return 1
+    from graders.hub import feedback  # imports nbgrader's exchange: only this verb needs it
+
     grading = Path(args.grading or course_root / "grading" / args.lesson)
     placed = feedback.release(course_root, args.lesson, grading)
     for item in placed:
@@ -146,11 +150,12 @@ def release_feedback(args) -> int:
     return 0 if all(item.released for item in placed) else 1
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m graders.hub", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("serve", help="set up and run the course's JupyterHub (as root)")
+def add_hub_command(commands) -> None:
+    """``course hub`` and its three verbs, added to the ``course`` command's subparsers."""
+    hub = commands.add_parser("hub", help="the course on a JupyterHub of its own: serve, check, feedback",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = hub.add_subparsers(dest="hub_command", required=True)
+    start = verbs.add_parser("serve", help="set up and run the course's JupyterHub (as root)")
     start.add_argument("--hub-dir", default=HUB_DIR, help="the hub's configuration and state")
     start.add_argument("--roster", default=None, help="a CSV user,role,language (default: "
                        + ", ".join(f"{m.user} ({m.role}, {m.language})" for m in roster.DEFAULT_ROSTER) + ")")
@@ -164,17 +169,11 @@ def main(argv=None) -> int:
     start.add_argument("--fast", action="store_true", help="students' kernels run the quick version")
     start.add_argument("--singleuser-arg", action="append", help="an option for every JupyterLab")
     start.set_defaults(handler=serve)
-    status = commands.add_parser("check", help="what is wrong with the hub's set-up, and the fixes")
+    status = verbs.add_parser("check", help="what is wrong with the hub's set-up, and the fixes")
     status.add_argument("--hub-dir", default=HUB_DIR)
     status.set_defaults(handler=check)
-    back = commands.add_parser("feedback", help="release course grade's feedback through the exchange")
+    back = verbs.add_parser("feedback", help="release course grade's feedback through the exchange")
     back.add_argument("lesson")
     back.add_argument("--course", default=None, help="the course directory (default: here)")
     back.add_argument("--grading", default=None, help="course grade's --out-dir (default: grading/LESSON)")
     back.set_defaults(handler=release_feedback)
-    args = parser.parse_args(argv)
-    return args.handler(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
