@@ -10,6 +10,8 @@ from course.settings import DEVICE_CHOICES
 from graders.hub.commands import add_hub_command
 from graders.lessons import BUILD, LESSONS
 from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
+from graders.run import CELL_TIMEOUT_S as RUN_CELL_TIMEOUT_S
+from graders.run import LESSON_TIMEOUT_S
 
 
 def _run(args) -> int:
@@ -138,8 +140,10 @@ def main(argv=None) -> int:
     run.add_argument("--fast", action="store_true", help="quick mode (COURSE_FAST=1)")
     run.add_argument("--device", default="auto", choices=DEVICE_CHOICES)
     run.add_argument("--lessons", nargs="*", choices=LESSONS, default=None)
-    run.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell")
-    run.add_argument("--lesson-timeout", type=int, default=3600, help="seconds per lesson")
+    run.add_argument("--cell-timeout", type=int, default=RUN_CELL_TIMEOUT_S,
+                     help="seconds per cell (default %(default)s)")
+    run.add_argument("--lesson-timeout", type=int, default=LESSON_TIMEOUT_S,
+                     help="seconds per lesson (default %(default)s)")
     run.set_defaults(handler=_run)
 
     grade = commands.add_parser("grade", help="grade a whole class's submissions of one lesson")
@@ -148,9 +152,10 @@ def main(argv=None) -> int:
     grade.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     grade.add_argument("--out-dir", type=Path, default=None, help="default: build/grading/<lesson>")
     grade.add_argument("--sandbox", choices=["auto", "off"], default="auto")
-    grade.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help="seconds per cell")
+    grade.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S,
+                       help="seconds per cell (default %(default)s)")
     grade.add_argument("--notebook-timeout", type=int, default=NOTEBOOK_TIMEOUT_S,
-                       help="seconds per notebook")
+                       help="seconds per notebook (default %(default)s)")
     grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="grade on the workers of this Dask scheduler (tcp://HOST:8786)")
     grade.add_argument("--export", action="append", choices=["moodle", "canvas", "csv"],
@@ -160,7 +165,8 @@ def main(argv=None) -> int:
     grade.add_argument("--lms-assignment", default=None,
                        help="the Canvas assignment's column name (default: the lesson)")
     grade.add_argument("--similarity-threshold", type=_share, default=None,
-                       help="list pairs sharing more than this share of their code (default 0.5)")
+                       help="list pairs sharing more than this share of their code (default: "
+                       "DEFAULT_THRESHOLD in graders/grade/similarity.py)")
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="run a notebook's visible checks and report them, under "

@@ -9,7 +9,7 @@ import sys
 import tomllib
 
 import pytest
-from conftest import ProcessGuard
+from process_guard import ProcessGuard
 
 from graders.lessons import ROOT
 

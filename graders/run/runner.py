@@ -20,6 +20,7 @@ from graders.lessons import BUILD, ROOT, available_lessons, solution_path
 from graders.nbgrader_adapter import NbgraderFailed, grade_id
 from graders.notebook_grading.autograde import autograde, submit
 from graders.release.editions import build_course
+from graders.run import CELL_TIMEOUT_S, LESSON_TIMEOUT_S
 from graders.run.report import metrics_from_notebook, write_report
 
 REFERENCE_STUDENT = "reference"
@@ -116,7 +117,8 @@ def run_lesson(lesson: str, course_dir: Path, out_dir: Path, **execution) -> Les
 
 
 def run_course(lessons=None, *, fast: bool, device: str = "auto", out_dir: Path = BUILD,
-               cell_timeout: int = 600, lesson_timeout: int = 3600, progress: bool = True) -> dict:
+               cell_timeout: int = CELL_TIMEOUT_S, lesson_timeout: int = LESSON_TIMEOUT_S,
+               progress: bool = True) -> dict:
     """Execute and grade ``lessons``; write ``report.json`` and ``report.md`` into ``out_dir``."""
     lessons = list(lessons or available_lessons())
     device_name = describe_device(pick_device(device))
