@@ -2,20 +2,21 @@
 
 Inside a student's kernel (imports only ``course`` and libraries):
     checks.py            the checks grade cells call (expected / got / hint), and their harness
-    lesson_checks/       one check module per lesson; its hints and concept keys in texts/*.toml
+    lesson_checks/       one check module per lesson (``lessons.lesson_names`` maps a lesson to it);
+                         its hints in hints/*.toml, its concept questions in questions/*.toml
     kernel_startup.py    what every kernel runs before the first cell
 
 On the host, in pipeline order (may import the kernel side, never the reverse):
-    lessons.py           where the lessons, editions and build output live
+    lessons.py           where the lessons, editions and build output live; the names of a lesson
     nbgrader_settings.py the course's nbgrader configuration
-    nbgrader_adapter.py  the one place that calls nbgrader
+    nbgrader_adapter.py  where the course drives nbgrader (its API, pipelines, gradebook)
     release/             student editions and nbgrader course directories (``course release``)
     run/                 ``course run``: every lesson through papermill, then nbgrader
     grade/               ``course grade``: a whole class (pool, worker, sandbox, resilient
                          execution); then item analysis, similarity, grades for Moodle/Canvas; or on Dask
     selfcheck.py         ``course check``: a student's notebook, its visible checks only
-    notebook_grading/    one notebook through nbgrader: autograde, feedback, repairs
-    cli.py               the ``course`` command
-    hub/                 ``make hub``: the course on a JupyterHub of its own (accounts, exchange,
+    notebook_grading/    one notebook through nbgrader: autograde, repairs, feedback without hidden tests
+    hub/                 ``course hub``: the course on a JupyterHub of its own (accounts, exchange,
                          each role's configuration, feedback through the exchange)
+    cli.py               the ``course`` command: run, release, grade, check, data, hub
 """

@@ -1,7 +1,10 @@
-"""The one place that talks to nbgrader: its API, its pipelines, its gradebook and its cell metadata.
+"""Where the course drives nbgrader: its API, its pipelines, its gradebook and its cell metadata.
 
-Release, the course run, ``make check`` and the class grader all go through these functions, so a
-change in nbgrader (or in how the course drives it) is made once.
+Release, the course run, ``make check`` and the class grader all run nbgrader through these
+functions, so a change in how the course drives it is made once. The modules that extend nbgrader
+(a preprocessor, an exporter or a plugin subclassing nbgrader's: ``notebook_grading/sanitize.py``
+and ``redacted_feedback.py``, ``grade/resilient_execute.py``, ``grade/item_analysis.py``,
+``selfcheck.py``, ``hub/nbgrader_roles.py``) import the classes they extend themselves.
 """
 
 import functools

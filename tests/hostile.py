@@ -15,7 +15,7 @@ import nbformat
 from lesson_files import (
     hidden_answers,
     read_edition,
-    read_source,
+    read_solution,
     replace_cell,
     solved_edition,
     without_cell,
@@ -263,7 +263,7 @@ CASES = [
          write=_raw(json.dumps({"nbformat": 5, "nbformat_minor": 0, "metadata": {}, "cells": []}))),
     Case("empty file", status="invalid", reason="empty", total=0, write=_raw("")),
     Case("wrong lesson", status="wrong_lesson", reason="not 01_tensors", total=0,
-         make=lambda ctx: read_source("02_autograd")),
+         make=lambda ctx: read_solution("02_autograd")),
     Case("reads solutions, gradebook, other students; network; writes outside",
          make=lambda ctx: replace_cell(solved(), "to_unit_float", SNOOP.format(**ctx))),
     Case("monkeypatches the checks", {"test_pairwise_distances": 0}, make=lambda ctx: replace_cell(

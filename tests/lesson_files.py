@@ -13,7 +13,7 @@ from graders.release.editions import fill_solutions, filter_language, solution_s
 LESSONS = available_lessons()
 
 
-def read_source(lesson: str, language: str = "en"):
+def read_solution(lesson: str, language: str = "en"):
     return filter_language(nbformat.read(solution_path(lesson), 4), language)
 
 
@@ -23,7 +23,7 @@ def read_edition(lesson: str, language: str):
 
 def solved_edition(lesson: str, language: str):
     """The student edition in ``language`` with the reference solutions filled in."""
-    return fill_solutions(read_edition(lesson, language), solution_sources(read_source(lesson)))
+    return fill_solutions(read_edition(lesson, language), solution_sources(read_solution(lesson)))
 
 
 def graded_edition(lesson: str, language: str):
@@ -31,7 +31,7 @@ def graded_edition(lesson: str, language: str):
     the reference: the solutions filled in, and each grade cell restored from the source (hidden
     tests included), as nbgrader's autograde restores them."""
     graded = solved_edition(lesson, language)
-    tests = {grade_id(c): c.source for c in read_source(lesson, language).cells
+    tests = {grade_id(c): c.source for c in read_solution(lesson, language).cells
              if is_grade_cell(c) and not is_solution_cell(c)}
     for cell in graded.cells:
         if is_grade_cell(cell) and not is_solution_cell(cell):
@@ -84,7 +84,7 @@ def browser_language(lesson: str) -> str:
 
 def hidden_answers(lesson: str) -> tuple[dict, dict]:
     """``(the reference ANSWERS, the hidden TRUTHS)`` of the lesson's concept cells, evaluated."""
-    cells = {grade_id(c): c.source for c in read_source(lesson).cells}
+    cells = {grade_id(c): c.source for c in read_solution(lesson).cells}
     found = {}
     for cell, name in (("concept_check", "ANSWERS"), ("test_concept_check", "TRUTHS")):
         literal = re.search(rf"^{name} = (\{{.*?^\}})", cells[cell], re.S | re.M).group(1)

@@ -9,14 +9,14 @@ size-1 dimension, so they pass it and fail the hidden tests, where one side has 
 
 import re
 
-from lesson_files import read_edition, read_source
+from lesson_files import read_edition, read_solution
 
 from graders.release.editions import fill_solutions, solution_sources
 
 LESSON = "01_tensors"
 
 # Every student answers the concept questions as the reference does (it answers any draw).
-ANSWERS = solution_sources(read_source(LESSON))["concept_check"]
+ANSWERS = solution_sources(read_solution(LESSON))["concept_check"]
 
 STYLES = {
     "terse": {

@@ -12,7 +12,7 @@ import inspect
 import re
 
 import pytest
-from lesson_files import LESSONS, read_edition, read_source
+from lesson_files import LESSONS, read_edition, read_solution
 
 from course.settings import LANGUAGES, set_language
 from graders import lesson_checks
@@ -65,7 +65,7 @@ def hint_texts(module) -> list[str]:
 
 def exercises(lesson: str) -> dict[str, str]:
     """Exercise id → source of its solution cell, concept check included."""
-    return {grade_id(cell): cell.source for cell in read_source(lesson).cells
+    return {grade_id(cell): cell.source for cell in read_solution(lesson).cells
             if is_solution_cell(cell) and cell.cell_type == "code"}
 
 
@@ -129,7 +129,7 @@ def test_hint_for_an_unknown_exercise_names_the_ones_that_have_one():
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_concept_checks_give_partial_credit(lesson):
-    cell = next(c for c in read_source(lesson).cells if grade_id(c) == "test_concept_check")
+    cell = next(c for c in read_solution(lesson).cells if grade_id(c) == "test_concept_check")
     hidden = cell.source.split("### BEGIN HIDDEN TESTS")[-1]
     last_line = hidden.split("### END HIDDEN TESTS")[0].strip().splitlines()[-1]
     assert last_line.startswith("lesson.grade_concepts("), last_line

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 import torch
-from lesson_files import LESSONS, read_source
+from lesson_files import LESSONS, read_solution
 
 from graders import checks
 from graders.lesson_checks import lesson_modules
@@ -106,6 +106,6 @@ def _answer_calling(alias: str, namespace: dict):
 def test_every_name_a_grade_cell_takes_from_its_lesson_module_is_public(lesson):
     """Visible and hidden tests alike: ``lesson.X`` in a grade cell is in that module's ``__all__``."""
     module = MODULES[lesson_names(lesson).check_module]
-    used = {name for cell in read_source(lesson).cells if is_grade_cell(cell)
+    used = {name for cell in read_solution(lesson).cells if is_grade_cell(cell)
             for name in re.findall(r"\blesson\.(\w+)", cell.source)}
     assert used <= set(getattr(module, "__all__", ())), sorted(used - set(getattr(module, "__all__", ())))

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 from lab_browser import CHROMIUM, FINISHED, KERNEL_READY, MODEL, free_port
-from lesson_files import read_source
+from lesson_files import read_solution
 from traitlets.config import Config
 
 from graders.grade.submissions import student_id
@@ -488,7 +488,7 @@ def test_a_lesson_goes_round_the_hub_release_fetch_submit_collect_grade_feedback
             assert fetched.metadata["course"]["language"] == "es"
             # She submits it blank first, then answers it right in the hub's kernel and submits again.
             as_user(hub, ANA, "nbgrader", "submit", f"{LESSON}_es")
-            solved = fill_solutions(fetched, solution_sources(read_source(LESSON)))
+            solved = fill_solutions(fetched, solution_sources(read_solution(LESSON)))
             nbformat.write(solved, _fetched(ANA, "es"))
             shutil.chown(_fetched(ANA, "es"), ANA, ANA)
             cells = _run_and_save(page, hub, ANA, f"{LESSON}_es/{LESSON}.ipynb")
@@ -539,7 +539,8 @@ def test_a_lesson_goes_round_the_hub_release_fetch_submit_collect_grade_feedback
     # Feedback goes back through the exchange; each student fetches their own.
     released = instructor(hub, "course", "hub", "feedback", LESSON)
     assert released.stdout.count("feedback released") == 2, released.stdout
-    secrets_of_the_tests = hidden_lines(read_source(LESSON), "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+    secrets_of_the_tests = hidden_lines(read_solution(LESSON), "### BEGIN HIDDEN TESTS",
+                                        "### END HIDDEN TESTS")
     assert secrets_of_the_tests
     maximum = float(grades[ANA]["max"])
     for user, language, expected in ((ANA, "es", maximum), (BEN, "en", 0.0)):

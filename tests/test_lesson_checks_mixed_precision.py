@@ -640,12 +640,12 @@ def test_in_a_kernel_a_clock_imported_by_name_earns_both_grade_cells_with_their_
     from contextlib import closing
 
     import nbformat
-    from lesson_files import read_source, write
+    from lesson_files import read_solution, write
 
     from graders.nbgrader_adapter import grade_id, is_grade_cell
     from graders.selfcheck import scored_grade_cells
 
-    source = read_source("06_mixed_precision")
+    source = read_solution("06_mixed_precision")
     code = [cell for cell in source.cells if cell.cell_type == "code"]
     setup = code[:next(i for i, cell in enumerate(code) if "from course import amp" in cell.source) + 1]
     imports, clock, sync, scale = RIGHT_TIMERS[form]

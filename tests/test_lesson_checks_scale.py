@@ -769,10 +769,10 @@ def test_the_package_files_are_real_python_files_the_checks_copy():
 
 
 def test_the_notebook_writes_the_package_files_the_checks_use():
-    from lesson_files import read_source
+    from lesson_files import read_solution
 
     written = {}
-    for cell in read_source("07_scale").cells:
+    for cell in read_solution("07_scale").cells:
         first, _, body = cell.source.partition("\n")
         if cell.cell_type == "code" and first.startswith("%%writefile {RUN_DIR}/"):
             written[first.removeprefix("%%writefile {RUN_DIR}/")] = body

@@ -11,7 +11,7 @@ from hostile import QUOTED_MARKERS, QUOTED_NOTE, quotes_markers
 from lesson_files import (
     hidden_answers,
     read_edition,
-    read_source,
+    read_solution,
     replace_cell,
     without_cell,
     without_demonstrations,
@@ -118,7 +118,7 @@ def test_an_edited_grade_cell_is_restored_before_grading(graded):
 
 def test_one_wrong_concept_answer_costs_what_a_right_one_earns(course_dir, graded, solved):
     """Stock nbgrader grades the submitter's own draw: four right and one wrong earn 3 of 5 shares."""
-    answers = solution_sources(read_source(LESSON))["concept_check"]
+    answers = solution_sources(read_solution(LESSON))["concept_check"]
     slip = draw("graders.lesson_checks.tensors", "one-slip")[0]
     question, truth = pool("tensors").questions[slip], hidden_answers(LESSON)[1][slip]
     wrong = ([c for c in question.choices if c != truth][0] if question.kind == "choice" else

@@ -12,7 +12,7 @@ import zipfile
 
 import nbformat
 import pytest
-from lesson_files import LESSONS, read_source
+from lesson_files import LESSONS, read_solution
 
 from graders.lessons import ROOT
 
@@ -34,7 +34,7 @@ def test_the_install_cell_does_nothing_where_the_course_is_installed(tmp_path):
 
 
 def test_every_lesson_starts_with_the_same_install_cell():
-    first_cells = {lesson: next(c.source for c in read_source(lesson).cells if c.cell_type == "code")
+    first_cells = {lesson: next(c.source for c in read_solution(lesson).cells if c.cell_type == "code")
                    for lesson in LESSONS}
     assert len(set(first_cells.values())) == 1, first_cells
     repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]

@@ -1,1 +1,1 @@
-"""Releasing the course: bilingual sources split into student editions, nbgrader course directories."""
+"""Releasing the course: the bilingual solutions split into student editions, nbgrader course directories."""

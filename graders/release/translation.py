@@ -246,8 +246,9 @@ def translate_notebook(nb, lesson: str, language: str):
     return translated
 
 
-def lesson_texts(lesson: str) -> list[str]:
-    """The keys of every text of a lesson that its editions in other languages translate."""
+def code_text_keys(lesson: str) -> list[str]:
+    """The keys of every code text (a comment, a printed label) of a lesson that its other editions
+    translate."""
     nb = nbformat.read(solution_path(lesson), 4)
     return list(dict.fromkeys(text.key for cell in translatable_cells(nb)
                               for text in code_texts(cell.source)))
@@ -259,9 +260,9 @@ def catalogue_gaps(lesson: str, language: str) -> tuple[list[str], list[str]]:
     For ``common``, unused means used by no lesson.
     """
     if lesson == COMMON:
-        used = {key for name in available_lessons() for key in lesson_texts(name)}
+        used = {key for name in available_lessons() for key in code_text_keys(name)}
         return [], [key for key in _read_catalogue(catalogue_path(COMMON, language)) if key not in used]
-    keys = lesson_texts(lesson)
+    keys = code_text_keys(lesson)
     catalogue = load_catalogue(lesson, language)
     missing = [key for key in keys if not catalogue.get(key)]
     unused = [key for key in _read_catalogue(catalogue_path(lesson, language)) if key not in keys]
