@@ -15,7 +15,8 @@ def test_the_host_side_names_the_languages_the_kernel_side_speaks():
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_name_of_a_lesson_leads_back_to_it(lesson):
     names = lesson_names(lesson)
-    assert names.check_module in {module.__name__.rpartition(".")[2] for module in lesson_checks.lesson_modules()}
+    modules = {module.__name__.rpartition(".")[2] for module in lesson_checks.lesson_modules()}
+    assert names.check_module in modules
     assert {edition_of_assignment(assignment) for assignment in names.assignments.values()} == {
         (lesson, language) for language in LANGUAGES}
 
