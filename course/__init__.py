@@ -1,5 +1,7 @@
 """Helpers the lesson notebooks import: settings, device, data, pictures and metrics.
 
+Used by every lesson; taught in lesson 01 (tensors), setup cell.
+
 A function that two lessons need is defined here once and imported by both.
 """
 

@@ -1,4 +1,6 @@
-"""Mixed precision and timing GPU work: the helpers of lesson 06, for later lessons and GPU runners.
+"""Mixed precision and timing GPU work: the helpers of lesson 06 and of GPU runners.
+
+Taught in lesson 06 (mixed_precision), sections 3, 4, 8 and 9.
 
 - Timing lives in :mod:`course.timing`; :func:`benchmark_median` (``torch.utils.benchmark``) is also
   reachable here, as ``amp.benchmark_median``, because lesson 06 calls it that way after its timing

@@ -1,5 +1,7 @@
 """FashionMNIST, found without surprises.
 
+Taught in lesson 04 (training_loop), section 1; also used by lesson 07 (scale).
+
 Looked for in this order: ``data/FashionMNIST/raw/`` (or ``$COURSE_DATA_DIR``), the Debian/Ubuntu
 package ``dataset-fashion-mnist``, then torchvision's download. When none works, the error names
 every place tried and the one command that fixes it.

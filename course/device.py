@@ -1,4 +1,8 @@
-"""Choosing the device once, the way every lesson does it."""
+"""Choosing the device once, the way every lesson does it.
+
+Used by every lesson; taught in lesson 01 (tensors), section 8. Lesson 06 (mixed_precision),
+section 1, comes back to it.
+"""
 
 import torch
 

@@ -1,6 +1,8 @@
 """Diagrams the lessons draw with matplotlib: boxes, arrows and words, in the edition's language.
 
-:func:`draw_training_loop` draws the five steps every batch goes through (lesson 04, section 4):
+Taught in lesson 04 (training_loop), section 4.
+
+:func:`draw_training_loop` draws the five steps every batch goes through:
 ``zero_grad → forward → loss → backward → step``, and back to the first for the next batch.
 """
 

@@ -1,5 +1,7 @@
 """Distributed data parallel on one machine, the way lesson 07 runs it.
 
+Taught in lesson 07 (scale), sections 5 and 6.
+
 Several processes each hold a full copy of the model, read a different shard of the data
 (``DistributedSampler``), and run their own forward and backward passes. During the backward pass
 ``DistributedDataParallel`` averages the gradients across processes (an all-reduce per bucket of

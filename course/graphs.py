@@ -1,5 +1,7 @@
 """The graph autograd records during a forward pass, walked and drawn as a picture.
 
+Taught in lesson 02 (autograd), section 2.
+
 Every tensor produced by an operation on a tensor that requires gradients carries a ``grad_fn``:
 the node of the graph that knows how to send a gradient back to that operation's inputs. Each
 node lists the nodes of its inputs in ``next_functions``; a leaf tensor (one you created, with

@@ -1,5 +1,7 @@
 """Activation memory, measured: what the forward pass keeps for the backward pass.
 
+Taught in lesson 07 (scale), sections 1 and 2.
+
 Autograd saves some tensors during the forward pass (a layer's input, an activation's output, the
 statistics of a normalisation) because the backward pass needs them. They stay alive until
 ``backward()`` has used them, and at scale they, not the parameters, fill the memory.
@@ -9,7 +11,7 @@ statistics of a normalisation) because the backward pass needs them. They stay a
 meter's *pack* hook, which notes the storage it lives in. A storage saved twice (the output of a
 ReLU is saved by the ReLU and again, as its input, by the next linear layer) is counted once, and
 the storages of tensors passed as ``exclude`` (usually the model's parameters, which exist with or
-without a graph) are not counted at all. Lesson 07 teaches it.
+without a graph) are not counted at all.
 
 On CUDA the allocator keeps its own counts: :func:`track_cuda_memory` (a ``with`` block) and
 :func:`cuda_memory_of` (a call) read the peak and what stays allocated, to compare with the meter.

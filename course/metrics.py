@@ -1,5 +1,8 @@
 """Recording what a lesson measured, so that ``course run`` can put it in ``build/report.json``.
 
+Taught in lesson 04 (training_loop), section 9; also used by lessons 01 (tensors), 02 (autograd),
+03 (modules), 06 (mixed_precision) and 07 (scale).
+
 A metric travels inside the executed notebook, as the metadata of a displayed output:
 no side files, and the notebook that papermill saved is the single record of the run.
 """

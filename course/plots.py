@@ -1,4 +1,8 @@
-"""Pictures the lessons draw, and the way widgets turn a figure into an image."""
+"""Pictures the lessons draw, and the way widgets turn a figure into an image.
+
+Taught in lesson 01 (tensors), section 4; also used by lessons 02 (autograd), 03 (modules),
+04 (training_loop), 05 (debugging_lab) and 07 (scale).
+"""
 
 import io
 

@@ -1,5 +1,7 @@
 """Lesson settings: quick mode and device (read from the environment) and the edition's language.
 
+Used by every lesson; taught in lesson 01 (tensors), setup cell.
+
 papermill injects parameters, but nbgrader's autograde cannot: reading the defaults from
 ``COURSE_FAST`` and ``COURSE_DEVICE`` makes both run a lesson the same way. The language is set
 by a cell of each edition (``course.set_language("es")``); checks and helpers speak it.

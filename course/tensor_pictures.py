@@ -1,5 +1,7 @@
 """Lesson 01's pictures: how a tensor sits in memory (strides), and what a reduction along ``dim`` does.
 
+Taught in lesson 01 (tensors), sections 3 and 6.
+
 Each function returns a matplotlib figure made with pyplot, so that a notebook shows it at the end
 of the cell; every text a student reads follows the edition's language (``course.say``).
 """

@@ -1,5 +1,7 @@
 """Timing device work correctly: the one place the lessons' helpers read a clock around GPU work.
 
+Taught in lesson 06 (mixed_precision), section 2; also used by lesson 07 (scale).
+
 CUDA (and MPS) kernels run asynchronously: a call returns as soon as its work is *queued*. A clock
 read without waiting for the device measures how long queuing took, not the work. Every helper here
 waits for the device before starting and before stopping the clock (:func:`synchronize`); on the
@@ -10,10 +12,9 @@ CPU there is nothing to wait for and they time the calls as they are.
 - :func:`time_per_call`: the median of :func:`time_calls`;
 - :func:`benchmark_median`: the same question answered by ``torch.utils.benchmark``.
 
-Lesson 06 teaches them, and its first exercise asks students to write their own
-``time_per_call(fn, device, ...)``: the version here takes its device as a keyword argument only,
-lesson 06 imports none of these before that exercise, and its checks switch them all off
-(``graders.lesson_checks.mixed_precision.SHORTCUTS``).
+Lesson 06's first exercise asks students to write their own ``time_per_call(fn, device, ...)``: the
+version here takes its device as a keyword argument only, lesson 06 imports none of these before
+that exercise, and its checks switch them all off (``graders.lesson_checks.mixed_precision.SHORTCUTS``).
 """
 
 import contextlib

@@ -1,5 +1,7 @@
 """Experiment tracking: TensorBoard runs read back from their event files and drawn in the notebook.
 
+Taught in lesson 04 (training_loop), section 12.
+
 A training loop logs its scalars with ``torch.utils.tensorboard.SummaryWriter`` into a *run* folder
 (one folder per experiment, holding ``events.out.tfevents.*`` files). TensorBoard draws them in the
 browser; this module reads the same files with TensorBoard's own reader (``EventAccumulator``) so

@@ -1,7 +1,7 @@
 """Training on FashionMNIST: data loaders, small models, a reference loop, pictures, a widget.
 
-Lesson 04 teaches every piece of this module; later lessons (05 debugging lab, 07 scale) import them
-instead of copying them.
+Taught in lesson 04 (training_loop), sections 1, 2, 4, 7 and 9; also used by lesson 07 (scale).
+Lesson 07 imports these pieces instead of copying them.
 
 The lesson asks students to write their own ``train_one_epoch``, ``evaluate``, ``fit`` and classifier,
 and grades them by behaviour. The course's versions here carry other names and other, keyword-only

@@ -1,5 +1,7 @@
 """Interactive pictures for the lessons, built so that they also run headless (papermill, grading).
 
+Taught in lesson 02 (autograd), section 3.
+
 The widgets draw with matplotlib's object API into PNG bytes shown by an ``ipywidgets.Image``:
 no pyplot figure is left open, no ``Output`` capture is needed, and nothing is written to stderr
 when no browser is attached.

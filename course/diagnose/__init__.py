@@ -1,5 +1,7 @@
 """Run a few steps of a training step under observation and name the classic bugs they show.
 
+Taught in lesson 05 (debugging_lab), section 0.
+
 The contract
 ------------
 ``diagnose(train_step, model, batch)`` calls ``train_step(model, batch, optimizer)`` ``steps`` times

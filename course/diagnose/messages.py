@@ -1,5 +1,7 @@
 """What ``diagnose`` says, in each edition's language: a message and a line of advice per finding.
 
+Taught in lesson 05 (debugging_lab), section 0.
+
 ``MESSAGES[language][code]`` is ``(message, advice)``; the message's ``{fields}`` are filled in with
 what the observer saw. The other keys are the words the report is built from; a pair of forms is
 ``(singular, plural)`` (see :func:`plural`).

@@ -1,5 +1,7 @@
 """How ``diagnose`` watches a training step: the observer, the hooks and the torch function mode.
 
+Taught in lesson 05 (debugging_lab), section 0.
+
 :class:`Observer` keeps what it sees as findings (a code, the first step, details for the message).
 It is told about the step through hooks that live outside the model (:func:`attach_hooks`), a spy
 on the optimizer (:func:`spy_on`) and a torch function mode (:class:`Watch`) that sees every torch

@@ -1,5 +1,7 @@
 """Pictures of a bug: one quantity, step by step, in a buggy run and in a fixed one.
 
+Taught in lesson 05 (debugging_lab), section 1.
+
 A bug in a training loop rarely raises; it shows as a number that drifts away from what the
 correct loop gives. :func:`draw_buggy_vs_fixed` draws that number for both runs on one axes and
 marks the first step at which they part, so that a student sees *when* the bug starts to matter
