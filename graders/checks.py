@@ -309,16 +309,16 @@ class ShortcutUsed(RuntimeError):
     """An answer called a function that does the exercise's work, switched off inside its check."""
 
 
-SHORTCUT = {
-    "es": "{name} no está disponible en este ejercicio: hace justo lo que se te pide escribir",
-    "en": "{name} is not available in this exercise: it does exactly what you are asked to write",
-}
-
-
 def both(es: str, en: str, *, more: str | None = None) -> dict:
     """A text in the two editions' languages, as ``say`` and ``fail`` take it; ``more`` names the
     exercise whose second hint the student can ask for."""
     return {"es": es, "en": en, **({"more": more} if more else {})}
+
+
+SHORTCUT = both(
+    "{name} no está disponible en este ejercicio: hace justo lo que se te pide escribir",
+    "{name} is not available in this exercise: it does exactly what you are asked to write",
+)
 
 
 def _course_namespaces() -> list[dict]:
@@ -381,7 +381,7 @@ def shortcuts_off(targets, *answers, message=SHORTCUT):
     """Inside the block, calling any ``(owner, name)`` of ``targets`` raises :class:`ShortcutUsed`,
     under any name (see :func:`stand_ins`).
 
-    ``message`` (``{"es": ..., "en": ...}``; ``{name}`` becomes the function's name) says why.
+    ``message`` (``both(es, en)``; ``{name}`` becomes the function's name) says why.
     """
     def refusal(original, label):
         def refused(*args, **kwargs):
@@ -436,8 +436,8 @@ def check_unchanged(before, after, *, name: str, hint=None) -> None:
     check_true(torch.equal(before, after), name=name, expected=INPUT_KEPT, got=INPUT_CHANGED, hint=hint)
 
 
-INPUT_KEPT = {"es": "la entrada sin cambios", "en": "the input left unchanged"}
-INPUT_CHANGED = {"es": "la entrada modificada", "en": "the input modified"}
+INPUT_KEPT = both("la entrada sin cambios", "the input left unchanged")
+INPUT_CHANGED = both("la entrada modificada", "the input modified")
 
 
 def modes_seen(layers) -> tuple[list, list]:

@@ -1,5 +1,7 @@
+import ast
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ pytestmark = pytest.mark.usefixtures("english")
 
 
 HINT = {"es": "pista en español", "en": "hint in English"}
+GRADERS = Path(checks.__file__).parent
 
 
 def test_check_close_passes_and_fails_with_expected_got_hint():
@@ -247,3 +250,29 @@ def test_modes_seen_notes_every_pass_a_copy_of_the_model_included():
         handle.remove()
     model(torch.zeros(1, 2))
     assert seen == [("dropout", False), ("dropout", True)]
+
+
+def _bilingual_dicts(path: Path) -> list[str]:
+    """``file:line`` of each dict display keyed by "es" and "en", but the one ``checks.both`` returns."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    inside_both = {id(node) for function in ast.walk(tree) if path.name == "checks.py"
+                   and isinstance(function, ast.FunctionDef) and function.name == "both"
+                   for node in ast.walk(function)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Dict) or id(node) in inside_both:
+            continue
+        by_key = {key.value: value for key, value in zip(node.keys, node.values, strict=True)
+                  if isinstance(key, ast.Constant)}
+        if not {"es", "en"} <= by_key.keys():
+            continue
+        # a table by language (WORDS, which other modules index by language) is a vocabulary, not a text
+        if not (isinstance(by_key["es"], ast.Dict) and isinstance(by_key["en"], ast.Dict)):
+            found.append(f"{path.relative_to(GRADERS.parent)}:{node.lineno}")
+    return found
+
+
+def test_check_code_writes_bilingual_text_one_way():
+    paths = [GRADERS / "checks.py", *sorted((GRADERS / "lesson_checks").glob("*.py"))]
+    found = [where for path in paths for where in _bilingual_dicts(path)]
+    assert not found, f"write these texts as checks.both(es, en): {', '.join(found)}"

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from course.settings import say
+from graders import checks
 from graders.lesson_checks.identity import (
     DRAW_LINE,
     grader_knowledge,
@@ -61,7 +62,7 @@ class Pool:
 def pool(module: str) -> Pool:
     """The question pool of the lesson whose check module is ``module``."""
     data = tomllib.loads((QUESTIONS / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
-    questions = {qid: Question(qid, q["kind"], {"es": q["es"], "en": q["en"]}, q.get("code", "").strip(),
+    questions = {qid: Question(qid, q["kind"], checks.both(q["es"], q["en"]), q.get("code", "").strip(),
                                tuple(q.get("choices", ())), q.get("probe", ""))
                  for qid, q in data["questions"].items()}
     return Pool(int(data["ask"]), questions)
@@ -77,12 +78,12 @@ def draw(module: str, identity: str) -> list[str]:
 
 # ------------------------------------------------------------------------------------- answers
 FORMS = {
-    "shape": {"es": "una forma: tupla de enteros, como (2, 3)",
-              "en": "a shape: a tuple of ints, like (2, 3)"},
-    "int": {"es": "un número entero", "en": "an integer"},
-    "float": {"es": "un número", "en": "a number"},
-    "dtype": {"es": "un dtype, como torch.float32", "en": "a dtype, like torch.float32"},
-    "choice": {"es": "una de estas respuestas: {choices}", "en": "one of these answers: {choices}"},
+    "shape": checks.both("una forma: tupla de enteros, como (2, 3)",
+                         "a shape: a tuple of ints, like (2, 3)"),
+    "int": checks.both("un número entero", "an integer"),
+    "float": checks.both("un número", "a number"),
+    "dtype": checks.both("un dtype, como torch.float32", "a dtype, like torch.float32"),
+    "choice": checks.both("una de estas respuestas: {choices}", "one of these answers: {choices}"),
 }
 
 
@@ -223,8 +224,6 @@ def check_concepts(module: str, answers, student_id) -> None:
     """The visible part: ANSWERS answers every question of the notebook's draw, each in its form
     (``None`` for one left unanswered). It never says whether an answer is right."""
     __tracebackhide__ = True
-    from graders import checks
-
     words = _words()
     if not isinstance(answers, dict):
         checks.fail("ANSWERS", words["not_dict"], "dict", checks.describe(answers), words["hint"])

@@ -190,15 +190,16 @@ def _segments_for_budget_on(segments_for_budget, model, x, budget: int, label: s
                           expected=f"1 ≤ k ≤ {len(model)}", got=f"k = {got}")
         used = saved_with_segments(model, x, got)
         checks.check_true(used <= budget, name=name, hint=hint,
-                          expected={"es": f"un k cuyos bytes guardados quepan en {budget}",
-                                    "en": f"a k whose saved bytes fit {budget}"},
-                          got={"es": f"k = {got}, que guarda {used} bytes",
-                               "en": f"k = {got}, which saves {used} bytes"})
+                          expected=checks.both(f"un k cuyos bytes guardados quepan en {budget}",
+                                               f"a k whose saved bytes fit {budget}"),
+                          got=checks.both(f"k = {got}, que guarda {used} bytes",
+                                          f"k = {got}, which saves {used} bytes"))
     for smaller in range(1, len(model) + 1 if got is None else got):
         used = saved_with_segments(model, x, smaller)
         checks.check_true(used > budget, name=name, hint=hint,
-                          expected={"es": f"k ≤ {smaller} (k = {smaller} ya cabe: guarda {used} bytes)",
-                                    "en": f"k ≤ {smaller} (k = {smaller} fits already: saves {used} bytes)"},
+                          expected=checks.both(
+                              f"k ≤ {smaller} (k = {smaller} ya cabe: guarda {used} bytes)",
+                              f"k ≤ {smaller} (k = {smaller} fits already: saves {used} bytes)"),
                           got=f"k = {got}")
 
 
@@ -232,22 +233,22 @@ def _cnn_and_images(generator):
 def check_only_the_head_trains(freeze_backbone, model, images, label, hint=None) -> None:
     """After ``freeze_backbone(model)``: it returned the head's number of elements, exactly the
     head's parameters ask for gradients, and a backward pass fills exactly their ``.grad``.
-    ``label`` describes the model, in one language or as ``{"es": ..., "en": ...}``."""
+    ``label`` describes the model, in one language or in both (``checks.both``)."""
     __tracebackhide__ = True
     label = say(label)
     hint, name = hint or HINTS["freeze_backbone"], f"freeze_backbone({label})"
     got = checks.check_runs(freeze_backbone, model, name=name, hint=hint)
     head = {id(p) for p in model[-1].parameters()}
     wrong = [n for n, p in model.named_parameters() if p.requires_grad != (id(p) in head)]
-    checks.check_equal(wrong, [], hint=hint, name={
-        "es": f"parámetros con requires_grad equivocado ({label})",
-        "en": f"parameters with the wrong requires_grad ({label})"})
+    checks.check_equal(wrong, [], hint=hint, name=checks.both(
+        f"parámetros con requires_grad equivocado ({label})",
+        f"parameters with the wrong requires_grad ({label})"))
     checks.check_equal(got, sum(p.numel() for p in model[-1].parameters()), name=name, hint=hint)
     model(images).sum().backward()
     wrong = [n for n, p in model.named_parameters() if (p.grad is not None) != (id(p) in head)]
-    checks.check_equal(wrong, [], hint=hint, name={
-        "es": f"parámetros cuyo .grad sobra o falta tras backward() ({label})",
-        "en": f"parameters with a .grad they should not have, or without one, after backward() ({label})"})
+    checks.check_equal(wrong, [], hint=hint, name=checks.both(
+        f"parámetros cuyo .grad sobra o falta tras backward() ({label})",
+        f"parameters with a .grad they should not have, or without one, after backward() ({label})"))
 
 
 def _freeze_head(model: nn.Sequential) -> nn.Sequential:
@@ -268,7 +269,7 @@ def check_freeze_backbone(freeze_backbone) -> None:
 def check_head_trains_again(freeze_backbone, model, images, label: str) -> None:
     """``model``'s head is frozen, then ``freeze_backbone`` must leave only the head trainable."""
     __tracebackhide__ = True
-    frozen_before = {"es": f"{label}, con la cabeza congelada antes", "en": f"{label}, head frozen before"}
+    frozen_before = checks.both(f"{label}, con la cabeza congelada antes", f"{label}, head frozen before")
     check_only_the_head_trains(freeze_backbone, _freeze_head(model), images, frozen_before,
                                hint=HINTS["freeze_backbone_head"])
 
@@ -293,10 +294,10 @@ def check_optimizer_on(trainable_optimizer, model, images, lr: float, label: str
     trainable = {id(p) for p in model.parameters() if p.requires_grad}
     frozen_held = sum(not p.requires_grad and id(p) in held for p in model.parameters())
     checks.check_true(held == trainable, name=name, hint=hint,
-                      expected={"es": f"los {len(trainable)} parámetros entrenables, ningún congelado",
-                                "en": f"the {len(trainable)} trainable parameters, no frozen one"},
-                      got={"es": f"{len(held)} parámetros, {frozen_held} de ellos congelados",
-                           "en": f"{len(held)} parameters, {frozen_held} of them frozen"})
+                      expected=checks.both(f"los {len(trainable)} parámetros entrenables, ningún congelado",
+                                           f"the {len(trainable)} trainable parameters, no frozen one"),
+                      got=checks.both(f"{len(held)} parámetros, {frozen_held} de ellos congelados",
+                                      f"{len(held)} parameters, {frozen_held} of them frozen"))
     checks.check_close(built.param_groups[0]["lr"], lr, name=f"{name}.param_groups[0]['lr']", hint=hint)
     frozen = {key: p for key, p in model.named_parameters() if not p.requires_grad}
     before = {key: p.detach().clone() for key, p in frozen.items()}
@@ -305,9 +306,9 @@ def check_optimizer_on(trainable_optimizer, model, images, lr: float, label: str
     model(images).sum().backward()
     built.step()
     moved = [key for key, p in frozen.items() if not torch.equal(p, before[key])]
-    checks.check_equal(moved, [], hint=hint, name={
-        "es": f"parámetros congelados que se movieron tras el step() del optimizador ({label})",
-        "en": f"frozen parameters that moved after the optimizer's step() ({label})"})
+    checks.check_equal(moved, [], hint=hint, name=checks.both(
+        f"parámetros congelados que se movieron tras el step() del optimizador ({label})",
+        f"frozen parameters that moved after the optimizer's step() ({label})"))
 
 
 @checks.keeps_random_state
@@ -376,16 +377,16 @@ def _split_properties(check: str, shard_indices, n: int, replicas: int, *, hint,
     size = math.ceil(n / replicas)
     shown = "".join(f", {key}={value}" for key, value in options.items())
     label = f"shard_indices({n}, {replicas}, rank{shown})"
-    checks.check_equal([len(share) for share in shares], [size] * replicas, hint=hint, name={
-        "es": f"longitudes de {label} para rank = 0…{replicas - 1}",
-        "en": f"lengths of {label} for rank = 0…{replicas - 1}"})
+    checks.check_equal([len(share) for share in shares], [size] * replicas, hint=hint, name=checks.both(
+        f"longitudes de {label} para rank = 0…{replicas - 1}",
+        f"lengths of {label} for rank = 0…{replicas - 1}"))
     order = [share[i] for i in range(size) for share in shares]
-    checks.check_equal(sorted(order[:n]), list(range(n)), hint=hint, name={
-        "es": f"los {n} primeros índices leídos a través de los procesos, ordenados ({label})",
-        "en": f"the first {n} indices read across the processes, sorted ({label})"})
-    checks.check_equal(order[n:], order[:len(order) - n], hint=hint, name={
-        "es": f"el relleno tras los {n} ejemplos (debe repetir el principio) ({label})",
-        "en": f"the padding after the {n} examples (it must repeat the start) ({label})"})
+    checks.check_equal(sorted(order[:n]), list(range(n)), hint=hint, name=checks.both(
+        f"los {n} primeros índices leídos a través de los procesos, ordenados ({label})",
+        f"the first {n} indices read across the processes, sorted ({label})"))
+    checks.check_equal(order[n:], order[:len(order) - n], hint=hint, name=checks.both(
+        f"el relleno tras los {n} ejemplos (debe repetir el principio) ({label})",
+        f"the padding after the {n} examples (it must repeat the start) ({label})"))
     return order
 
 
@@ -399,9 +400,9 @@ def check_shard_indices_in_order(shard_indices) -> None:
     generator = checks.fresh_generator()
     n, replicas = _draw(generator, 11, 60), _draw(generator, 2, 7)
     order = _split_properties("check_shard_indices_in_order", shard_indices, n, replicas, hint=hint)
-    checks.check_equal(order[:n], list(range(n)), hint=hint, name={
-        "es": f"el orden sin barajar, leído a través de los procesos (shard_indices({n}, {replicas}, rank))",
-        "en": f"the unshuffled order, read across the processes (shard_indices({n}, {replicas}, rank))"})
+    checks.check_equal(order[:n], list(range(n)), hint=hint, name=checks.both(
+        f"el orden sin barajar, leído a través de los procesos (shard_indices({n}, {replicas}, rank))",
+        f"the unshuffled order, read across the processes (shard_indices({n}, {replicas}, rank))"))
 
 
 @checks.keeps_random_state
@@ -424,15 +425,15 @@ def check_shard_indices_shuffled(shard_indices) -> None:
     name = f"shard_indices({n}, {replicas}, rank, shuffle=True, ...)"
     order, same, other = split(seed, epoch), split(seed + 1, epoch - 1), split(seed, epoch + 1)
     checks.check_true(order == same, name=name, hint=hint,
-                      expected={"es": f"el mismo reparto con seed={seed}, epoch={epoch} que con "
-                                      f"seed={seed + 1}, epoch={epoch - 1} (misma suma)",
-                                "en": f"the same split with seed={seed}, epoch={epoch} as with "
-                                      f"seed={seed + 1}, epoch={epoch - 1} (same sum)"},
-                      got={"es": "repartos distintos", "en": "different splits"})
+                      expected=checks.both(f"el mismo reparto con seed={seed}, epoch={epoch} que con "
+                                           f"seed={seed + 1}, epoch={epoch - 1} (misma suma)",
+                                           f"the same split with seed={seed}, epoch={epoch} as with "
+                                           f"seed={seed + 1}, epoch={epoch - 1} (same sum)"),
+                      got=checks.both("repartos distintos", "different splits"))
     checks.check_true(order != other, name=name, hint=hint,
-                      expected={"es": f"otro orden en la época {epoch + 1} que en la {epoch}",
-                                "en": f"another order in epoch {epoch + 1} than in epoch {epoch}"},
-                      got={"es": "el mismo orden", "en": "the same order"})
+                      expected=checks.both(f"otro orden en la época {epoch + 1} que en la {epoch}",
+                                           f"another order in epoch {epoch + 1} than in epoch {epoch}"),
+                      got=checks.both("el mismo orden", "the same order"))
 
 
 # ---------------------------------------------------------------------- exercise 6: average gradients
@@ -496,11 +497,11 @@ def check_inputs_left_alone(average_gradients, per_rank: list, expected: dict, l
     changed = [f"per_rank[{rank}][{key!r}]"
                for rank, (grads, copy) in enumerate(zip(per_rank, kept, strict=True))
                for key in copy if not torch.equal(grads[key], copy[key])]
-    checks.check_equal(changed, [], hint=hint, name={
-        "es": f"gradientes de entrada modificados ({label})", "en": f"input gradients modified ({label})"})
+    checks.check_equal(changed, [], hint=hint, name=checks.both(
+        f"gradientes de entrada modificados ({label})", f"input gradients modified ({label})"))
     checks.check_true(all(got is not grads for grads in per_rank), name=name, hint=hint,
-                      expected={"es": "un diccionario nuevo", "en": "a new dictionary"},
-                      got={"es": "uno de los de entrada", "en": "one of the input ones"})
+                      expected=checks.both("un diccionario nuevo", "a new dictionary"),
+                      got=checks.both("uno de los de entrada", "one of the input ones"))
     check_average_on(average_gradients, per_rank, expected, label)
 
 
@@ -582,9 +583,9 @@ def _called_once(top_k_names, spy, weights, images, k, label, hint):
     spy.train()
     got = checks.check_runs(top_k_names, spy, weights, images.clone(), k, name=name, hint=hint)
     checks.check_true(len(spy.calls) == 1, name=name, hint=hint,
-                      expected={"es": "el modelo llamado una vez, con el lote entero",
-                                "en": "the model called once, with the whole batch"},
-                      got={"es": f"{len(spy.calls)} llamadas", "en": f"{len(spy.calls)} calls"})
+                      expected=checks.both("el modelo llamado una vez, con el lote entero",
+                                           "the model called once, with the whole batch"),
+                      got=checks.both(f"{len(spy.calls)} llamadas", f"{len(spy.calls)} calls"))
     return name, got, spy.calls[0]
 
 
@@ -597,14 +598,14 @@ def check_prepared_on(top_k_names, weights, images, expected: torch.Tensor, labe
     classes = len(weights.meta["categories"])
     spy = _SpyClassifier(torch.randn(len(images), classes, generator=checks.fresh_generator()))
     name, _, call = _called_once(top_k_names, spy, weights, images, 1, label, hint)
-    checks.check_equal(call["training"], False, hint=hint, name={
-        "es": f"model.training durante la llamada ({name})",
-        "en": f"model.training during the call ({name})"})
-    checks.check_equal(call["grad"], False, hint=hint, name={
-        "es": f"torch.is_grad_enabled() durante la llamada ({name})",
-        "en": f"torch.is_grad_enabled() during the call ({name})"})
-    checks.check_close(call["batch"], expected, hint=hint, atol=1e-4, rtol=1e-4, name={
-        "es": f"el lote que recibió el modelo ({name})", "en": f"the batch the model received ({name})"})
+    checks.check_equal(call["training"], False, hint=hint, name=checks.both(
+        f"model.training durante la llamada ({name})",
+        f"model.training during the call ({name})"))
+    checks.check_equal(call["grad"], False, hint=hint, name=checks.both(
+        f"torch.is_grad_enabled() durante la llamada ({name})",
+        f"torch.is_grad_enabled() during the call ({name})"))
+    checks.check_close(call["batch"], expected, hint=hint, atol=1e-4, rtol=1e-4, name=checks.both(
+        f"el lote que recibió el modelo ({name})", f"the batch the model received ({name})"))
 
 
 def _prepared_by_hand(weights, inner: torch.Tensor) -> torch.Tensor:
@@ -709,11 +710,11 @@ def _launch(folder: Path, run: PackageRun, timeout_s: float) -> PackageRun:
                                   timeout_s=timeout_s)
     run = replace(run, retried=launch.retried)
     if launch.timed_out:
-        return replace(run, failure=say({
-            "es": f"no terminó en {timeout_s:.0f} s (¿procesos que dan distinto número de pasos "
-                  "y se esperan en el all-reduce?)",
-            "en": f"did not finish within {timeout_s:.0f} s (processes taking different numbers of "
-                  "steps, waiting for each other in the all-reduce?)"}) + launch.errors())
+        return replace(run, failure=say(checks.both(
+            f"no terminó en {timeout_s:.0f} s (¿procesos que dan distinto número de pasos "
+            "y se esperan en el all-reduce?)",
+            f"did not finish within {timeout_s:.0f} s (processes taking different numbers of "
+            "steps, waiting for each other in the all-reduce?)")) + launch.errors())
     reports = []
     for line in launch.stdout.splitlines():
         try:
@@ -723,9 +724,9 @@ def _launch(folder: Path, run: PackageRun, timeout_s: float) -> PackageRun:
     reports = tuple(sorted((r for r in reports if isinstance(r, dict) and "rank" in r),
                            key=lambda r: r["rank"]))
     if launch.returncode != 0 or len(reports) != run.world_size:
-        return replace(run, reports=reports, failure=say({
-            "es": f"código de salida {launch.returncode}, {len(reports)} líneas JSON de {run.world_size}",
-            "en": f"exit code {launch.returncode}, {len(reports)} JSON lines of {run.world_size}"})
+        return replace(run, reports=reports, failure=say(checks.both(
+            f"código de salida {launch.returncode}, {len(reports)} líneas JSON de {run.world_size}",
+            f"exit code {launch.returncode}, {len(reports)} JSON lines of {run.world_size}"))
             + launch.errors())
     return replace(run, reports=reports)
 
@@ -750,10 +751,10 @@ def _cannot_be_imported(text: str, source: Path) -> str:
             names.add(node.value)
     if names & {"train", "*", "__getattr__"}:
         return ""
-    return say({"es": f"{source} no define train, que train.py importa "
-                      "(from minitrain.training import train)",
-                "en": f"{source} does not define train, which train.py imports "
-                      "(from minitrain.training import train)"})
+    return say(checks.both(f"{source} no define train, que train.py importa "
+                           "(from minitrain.training import train)",
+                           f"{source} does not define train, which train.py imports "
+                           "(from minitrain.training import train)"))
 
 
 def package_run(run_dir, *, world_size: int, examples: int, epochs: int, batch_size: int, seed: int,
@@ -764,8 +765,8 @@ def package_run(run_dir, *, world_size: int, examples: int, epochs: int, batch_s
     run = PackageRun(world_size, examples, epochs, batch_size, seed)
     source = Path(run_dir) / TRAINING_FILE
     if not source.is_file():
-        return replace(run, failure=say({"es": f"no existe {source}: ejecuta la celda que lo escribe",
-                                         "en": f"{source} does not exist: run the cell that writes it"}))
+        return replace(run, failure=say(checks.both(f"no existe {source}: ejecuta la celda que lo escribe",
+                                                    f"{source} does not exist: run the cell that writes it")))
     text = source.read_text()
     unusable = _cannot_be_imported(text, source)
     if unusable:
@@ -794,9 +795,9 @@ def _ran(run: PackageRun, hint) -> list:
     """The run's reports, or a failure that says what the launch gave instead."""
     __tracebackhide__ = True
     if run.failure:
-        checks.fail(run.command, say({"es": "no terminó bien", "en": "did not finish properly"}),
-                    say({"es": f"{run.world_size} líneas JSON, una por proceso, y código de salida 0",
-                         "en": f"{run.world_size} JSON lines, one per process, and exit code 0"}),
+        checks.fail(run.command, say(checks.both("no terminó bien", "did not finish properly")),
+                    say(checks.both(f"{run.world_size} líneas JSON, una por proceso, y código de salida 0",
+                                    f"{run.world_size} JSON lines, one per process, and exit code 0")),
                     run.failure, hint)
     return list(run.reports)
 
@@ -809,13 +810,13 @@ def check_ranks_agree_on(run: PackageRun, hint=None) -> None:
     hint = hint or HINTS["ddp_training"]
     reports = _ran(run, hint)
     ends = [r["end"] for r in reports]
-    checks.check_equal(ends, [ends[0]] * run.world_size, hint=hint, name={
-        "es": f"huellas de los pesos al terminar, rank 0…{run.world_size - 1} ({run.command})",
-        "en": f"fingerprints of the weights at the end, rank 0…{run.world_size - 1} ({run.command})"})
+    checks.check_equal(ends, [ends[0]] * run.world_size, hint=hint, name=checks.both(
+        f"huellas de los pesos al terminar, rank 0…{run.world_size - 1} ({run.command})",
+        f"fingerprints of the weights at the end, rank 0…{run.world_size - 1} ({run.command})"))
     checks.check_true(ends[0] != reports[0]["start"], name=run.command, hint=hint,
-                      expected={"es": "pesos finales distintos de los iniciales",
-                                "en": "final weights different from the initial ones"},
-                      got={"es": "los mismos pesos que al empezar", "en": "the same weights as at the start"})
+                      expected=checks.both("pesos finales distintos de los iniciales",
+                                           "final weights different from the initial ones"),
+                      got=checks.both("los mismos pesos que al empezar", "the same weights as at the start"))
 
 
 @checks.keeps_random_state
@@ -827,19 +828,19 @@ def check_shards_on_run(run: PackageRun, hint=None) -> None:
     reports = _ran(run, hint)
     share = math.ceil(run.examples / run.world_size)
     counts = [len(r["seen"]) for r in reports]
-    checks.check_equal(counts, [share * run.epochs] * run.world_size, hint=hint, name={
-        "es": f"ejemplos leídos por cada proceso, {run.epochs} épocas ({run.command})",
-        "en": f"examples read by each process over {run.epochs} epochs ({run.command})"})
+    checks.check_equal(counts, [share * run.epochs] * run.world_size, hint=hint, name=checks.both(
+        f"ejemplos leídos por cada proceso, {run.epochs} épocas ({run.command})",
+        f"examples read by each process over {run.epochs} epochs ({run.command})"))
     epochs = [[r["seen"][e * share:(e + 1) * share] for r in reports] for e in range(run.epochs)]
     for number, shares in enumerate(epochs):
         together = sorted(i for part in shares for i in part)
-        checks.check_equal(together, list(range(run.examples)), hint=hint, name={
-            "es": f"índices leídos por todos los procesos en la época {number}, ordenados ({run.command})",
-            "en": f"indices read by all the processes in epoch {number}, sorted ({run.command})"})
+        checks.check_equal(together, list(range(run.examples)), hint=hint, name=checks.both(
+            f"índices leídos por todos los procesos en la época {number}, ordenados ({run.command})",
+            f"indices read by all the processes in epoch {number}, sorted ({run.command})"))
     checks.check_true(epochs[0][0] != epochs[1][0], name=run.command, hint=hint,
-                      expected={"es": "otro orden en la época 1 que en la 0 (rank 0)",
-                                "en": "another order in epoch 1 than in epoch 0 (rank 0)"},
-                      got={"es": "el mismo orden", "en": "the same order"})
+                      expected=checks.both("otro orden en la época 1 que en la 0 (rank 0)",
+                                           "another order in epoch 1 than in epoch 0 (rank 0)"),
+                      got=checks.both("el mismo orden", "the same order"))
 
 
 @checks.keeps_random_state
@@ -851,19 +852,20 @@ def check_learns_on(run: PackageRun, hint=None) -> None:
     reports = _ran(run, hint)
     steps = math.ceil(math.ceil(run.examples / run.world_size) / run.batch_size)
     checks.check_equal([len(r["losses"]) for r in reports], [steps * run.epochs] * run.world_size, hint=hint,
-                       name={"es": f"pérdidas anotadas por cada proceso ({steps} pasos × {run.epochs} "
-                                   f"épocas; "
-                                   f"{run.command})",
-                             "en": f"losses noted by each process ({steps} steps × {run.epochs} epochs; "
-                                   f"{run.command})"})
+                       name=checks.both(f"pérdidas anotadas por cada proceso ({steps} pasos × {run.epochs} "
+                                        f"épocas; "
+                                        f"{run.command})",
+                                        f"losses noted by each process ({steps} steps × {run.epochs} epochs; "
+                                        f"{run.command})"))
     for report in reports:
         first = sum(report["losses"][:steps]) / steps
         last = sum(report["losses"][-steps:]) / steps
         checks.check_true(last < 0.8 * first, name=run.command, hint=hint,
-                          expected={"es": f"rank {report['rank']}: pérdida media de la última época < 0,8 × "
-                                          f"la de la primera ({first:.3f})",
-                                    "en": f"rank {report['rank']}: mean loss of the last epoch < 0.8 × that "
-                                          f"of the first ({first:.3f})"},
+                          expected=checks.both(
+                              f"rank {report['rank']}: pérdida media de la última época < 0,8 × "
+                              f"la de la primera ({first:.3f})",
+                              f"rank {report['rank']}: mean loss of the last epoch < 0.8 × that "
+                              f"of the first ({first:.3f})"),
                           got=f"{last:.3f}")
 
 
@@ -930,8 +932,8 @@ def _check_gradients(model: nn.Module, got: list, expected: list, where: dict, h
     """Each parameter's gradient in ``got`` matches ``expected``; ``where`` names the step (es, en)."""
     __tracebackhide__ = True
     for (parameter, _), got_grad, expected_grad in zip(model.named_parameters(), got, expected, strict=True):
-        checks.check_close(got_grad, expected_grad, hint=hint, name={
-            "es": f"gradiente de {parameter} {where['es']}", "en": f"gradient of {parameter} {where['en']}"})
+        checks.check_close(got_grad, expected_grad, hint=hint, name=checks.both(
+            f"gradiente de {parameter} {where['es']}", f"gradient of {parameter} {where['en']}"))
 
 
 @dataclass(frozen=True)
@@ -985,8 +987,8 @@ def _run_curve(examples_curve, case: CurveCase, hint) -> tuple:
 
 def _check_steps(optimizer, case: CurveCase, hint) -> None:
     __tracebackhide__ = True
-    checks.check_equal(len(optimizer.steps), len(case.slices), hint=hint, name={
-        "es": f"pasos del optimizador ({case.label})", "en": f"optimizer steps ({case.label})"})
+    checks.check_equal(len(optimizer.steps), len(case.slices), hint=hint, name=checks.both(
+        f"pasos del optimizador ({case.label})", f"optimizer steps ({case.label})"))
 
 
 @checks.keeps_random_state
@@ -997,21 +999,21 @@ def check_curve_on(examples_curve, case: CurveCase, hint=None) -> None:
     hint, name = hint or HINTS["examples_curve"], case.label
     got, recorder, optimizer = _run_curve(examples_curve, case, hint)
     sizes = [end - start for start, end in case.slices]
-    checks.check_equal([len(batch) for batch in recorder.batches], sizes, hint=hint, name={
-        "es": f"tamaños de los lotes que recibió el modelo ({name})",
-        "en": f"sizes of the batches the model received ({name})"})
+    checks.check_equal([len(batch) for batch in recorder.batches], sizes, hint=hint, name=checks.both(
+        f"tamaños de los lotes que recibió el modelo ({name})",
+        f"sizes of the batches the model received ({name})"))
     turns = enumerate(zip(recorder.batches, case.slices, strict=True))
     out_of_turn = [i for i, (batch, (start, end)) in turns if not torch.equal(batch, case.x[start:end])]
-    checks.check_equal(out_of_turn, [], hint=hint, name={
-        "es": f"lotes que no eran el trozo de x que les tocaba ({name})",
-        "en": f"batches that were not the slice of x in their turn ({name})"})
+    checks.check_equal(out_of_turn, [], hint=hint, name=checks.both(
+        f"lotes que no eran el trozo de x que les tocaba ({name})",
+        f"batches that were not the slice of x in their turn ({name})"))
     _check_steps(optimizer, case, hint)
     losses = []
     for number, (record, (start, end)) in enumerate(zip(optimizer.steps, case.slices, strict=True)):
         loss, gradients = _loss_and_gradients(case.model, record.before, case.x[start:end], case.y[start:end])
         losses.append(loss)
-        _check_gradients(case.model, record.grads, gradients, hint=hint, where={
-            "es": f"usado en el paso {number} ({name})", "en": f"used at step {number} ({name})"})
+        _check_gradients(case.model, record.grads, gradients, hint=hint, where=checks.both(
+            f"usado en el paso {number} ({name})", f"used at step {number} ({name})"))
     _check_curve(got, [end for _, end in case.slices], losses, name, hint)
 
 
@@ -1021,20 +1023,20 @@ def _check_curve(got, seen: list, losses: list, name: str, hint) -> None:
     checks.check_type(got, list, name=name, hint=hint)
     pairs = all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in got)
     checks.check_true(pairs and len(got) == len(seen), name=name, hint=hint,
-                      expected={"es": f"{len(seen)} pares (ejemplos vistos, pérdida), uno por paso",
-                                "en": f"{len(seen)} pairs (examples seen, loss), one per step"},
+                      expected=checks.both(f"{len(seen)} pares (ejemplos vistos, pérdida), uno por paso",
+                                           f"{len(seen)} pairs (examples seen, loss), one per step"),
                       got=checks.describe(got))
-    checks.check_equal([pair[0] for pair in got], seen, hint=hint, name={
-        "es": f"ejemplos vistos en cada punto de la curva ({name})",
-        "en": f"examples seen at each point of the curve ({name})"})
+    checks.check_equal([pair[0] for pair in got], seen, hint=hint, name=checks.both(
+        f"ejemplos vistos en cada punto de la curva ({name})",
+        f"examples seen at each point of the curve ({name})"))
     got_losses = [pair[1] for pair in got]
     checks.check_true(all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in got_losses),
                       name=name, hint=hint, got=checks.describe(got_losses[0]),
-                      expected={"es": "pérdidas como números de Python (float)",
-                                "en": "losses as Python numbers (float)"})
+                      expected=checks.both("pérdidas como números de Python (float)",
+                                           "losses as Python numbers (float)"))
     checks.check_close(torch.tensor(got_losses, dtype=torch.float64),
                        torch.tensor(losses, dtype=torch.float64), hint=hint,
-                       name={"es": f"pérdidas de la curva ({name})", "en": f"losses of the curve ({name})"})
+                       name=checks.both(f"pérdidas de la curva ({name})", f"losses of the curve ({name})"))
 
 
 @checks.keeps_random_state
@@ -1058,9 +1060,9 @@ def check_warmup_on(examples_curve, case: CurveCase, hint=None) -> None:
     _check_steps(optimizer, case, hint)
     expected = warmup_rates(case.lr, case.warmup_steps, steps)
     checks.check_close(torch.tensor(optimizer.rates, dtype=torch.float64),
-                       torch.tensor(expected, dtype=torch.float64), hint=hint, name={
-                           "es": f"tasa de aprendizaje en cada paso, del 0 al {steps - 1} ({case.label})",
-                           "en": f"learning rate at each step, 0 to {steps - 1} ({case.label})"})
+                       torch.tensor(expected, dtype=torch.float64), hint=hint, name=checks.both(
+                           f"tasa de aprendizaje en cada paso, del 0 al {steps - 1} ({case.label})",
+                           f"learning rate at each step, 0 to {steps - 1} ({case.label})"))
 
 
 @checks.keeps_random_state
@@ -1130,27 +1132,28 @@ def check_profile_on(profile_step, model, x, y, label: str, hint=None) -> None:
     events = checks.check_runs(got.events, name=f"{name}.events()", hint=hint)
     regions = {region: [e for e in events if e.name == region] for region in REGIONS}
     checks.check_equal({region: len(found) for region, found in regions.items()}, dict.fromkeys(REGIONS, 1),
-                       hint=hint, name={"es": f"regiones de record_function en el perfil: veces ({name})",
-                                        "en": f"record_function regions in the profile: times ({name})"})
-    checks.check_equal(*_inside(regions, model), hint=hint, name={
-        "es": f"dentro de cada región: (llamadas a aten::linear, la pérdida) en forward, funciones "
-              f"*Backward en backward, Optimizer.step en optimizer step ({name})",
-        "en": f"inside each region: (aten::linear calls, the loss) in forward, *Backward functions in "
-              f"backward, Optimizer.step in optimizer step ({name})"})
-    checks.check_equal(len(optimizer.steps), 1, hint=hint, name={
-        "es": f"pasos del optimizador ({name})", "en": f"optimizer steps ({name})"})
+                       hint=hint, name=checks.both(
+                           f"regiones de record_function en el perfil: veces ({name})",
+                           f"record_function regions in the profile: times ({name})"))
+    checks.check_equal(*_inside(regions, model), hint=hint, name=checks.both(
+        f"dentro de cada región: (llamadas a aten::linear, la pérdida) en forward, funciones "
+        f"*Backward en backward, Optimizer.step en optimizer step ({name})",
+        f"inside each region: (aten::linear calls, the loss) in forward, *Backward functions in "
+        f"backward, Optimizer.step in optimizer step ({name})"))
+    checks.check_equal(len(optimizer.steps), 1, hint=hint, name=checks.both(
+        f"pasos del optimizador ({name})", f"optimizer steps ({name})"))
     _check_gradients(model, optimizer.steps[0].grads, expected_grads, hint=hint,
-                     where={"es": f"en el paso ({name})", "en": f"at the step ({name})"})
+                     where=checks.both(f"en el paso ({name})", f"at the step ({name})"))
     shapes = next((e.input_shapes for e in events if e.name == "aten::linear"), None)
     noted = {"input_shapes": shapes[:2] if shapes else shapes,
              "memory": any(e.cpu_memory_usage != 0 for e in regions["forward"])}
     expected = {"input_shapes": [reached[0] if reached else None, list(first.weight.shape)], "memory": True}
     checks.check_equal(noted, expected,
-                       hint=hint, name={
-                           "es": f"lo que anotó el perfil: formas de las entradas de la primera "
-                                 f"aten::linear, memoria de la región forward ({name})",
-                           "en": f"what the profile noted: the first aten::linear's input shapes, "
-                                 f"memory of the forward region ({name})"})
+                       hint=hint, name=checks.both(
+                           f"lo que anotó el perfil: formas de las entradas de la primera "
+                           f"aten::linear, memoria de la región forward ({name})",
+                           f"what the profile noted: the first aten::linear's input shapes, "
+                           f"memory of the forward region ({name})"))
 
 
 @checks.keeps_random_state
@@ -1184,16 +1187,16 @@ def check_top_on(top_by_memory, prof, k: int, label: str, hint=None) -> None:
     checks.check_type(got, list, name=name, hint=hint)
     pairs = [tuple(pair) for pair in got if isinstance(pair, (tuple, list)) and len(pair) == 2]
     checks.check_true(len(pairs) == len(got) == k and len({n for n, _ in pairs}) == k, name=name, hint=hint,
-                      expected={"es": f"{k} pares (operador, bytes), de operadores distintos",
-                                "en": f"{k} pairs (operator, bytes), of distinct operators"},
+                      expected=checks.both(f"{k} pares (operador, bytes), de operadores distintos",
+                                           f"{k} pairs (operator, bytes), of distinct operators"),
                       got=checks.describe(got))
     checks.check_equal([table.get(operator) for operator, _ in pairs], [value for _, value in pairs],
-                       hint=hint, name={
-                           "es": f"memoria propia de cada operador según prof.key_averages() ({name})",
-                           "en": f"each operator's self CPU memory as prof.key_averages() gives it ({name})"})
+                       hint=hint, name=checks.both(
+                           f"memoria propia de cada operador según prof.key_averages() ({name})",
+                           f"each operator's self CPU memory as prof.key_averages() gives it ({name})"))
     checks.check_equal([value for _, value in pairs], sorted(table.values(), reverse=True)[:k], hint=hint,
-                       name={"es": f"los bytes devueltos, en orden ({name})",
-                             "en": f"the bytes returned, in order ({name})"})
+                       name=checks.both(f"los bytes devueltos, en orden ({name})",
+                                        f"the bytes returned, in order ({name})"))
 
 
 @checks.keeps_random_state

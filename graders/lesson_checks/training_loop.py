@@ -118,11 +118,6 @@ def _loop_label(function: str, examples: int, batch_size: int) -> dict:
                        f"{function}(...) ({examples} examples, batches of {batch_size})")
 
 
-def _with(label: dict, es: str, en: str) -> dict:
-    """``label`` followed by what is looked at, in both languages."""
-    return checks.both(f"{label['es']}: {es}", f"{label['en']}: {en}")
-
-
 @contextlib.contextmanager
 def _replaced(namespace: dict, values: dict):
     """Inside the block, ``namespace`` holds ``values``; afterwards those keys are put back.
@@ -477,24 +472,27 @@ def check_train_one_epoch_steps(train_one_epoch, *, seed: int = 1402, examples: 
     recorder, _, batches = _watch_train_one_epoch("check_train_one_epoch_steps", train_one_epoch, seed=seed,
                                                   examples=examples, batch_size=batch_size, widths=widths)
     label = _loop_label("train_one_epoch", examples, batch_size)
-    checks.check_equal(recorder.events.count("step"), batches, hint=hint, name=_with(
-        label, f"pasos del optimizador ({batches} lotes)", f"optimizer steps ({batches} batches)"))
+    checks.check_equal(recorder.events.count("step"), batches, hint=hint, name=checks.both(
+        f"{label['es']}: pasos del optimizador ({batches} lotes)",
+        f"{label['en']}: optimizer steps ({batches} batches)"))
     batch, got = _first_batch_off(recorder.events, batches)
     if batch is not None:
-        checks.fail(_with(label, f"lo que ocurrió en el lote {batch}", f"what happened in batch {batch}"),
+        checks.fail(checks.both(f"{label['es']}: lo que ocurrió en el lote {batch}",
+                                f"{label['en']}: what happened in batch {batch}"),
                     say(checks.both("los pasos no van en su orden", "the steps are out of order")),
                     " → ".join(_BATCH_EVENTS), " → ".join(got) or "-", hint)
     checks.check_true(all(recorder.modes), hint=hint,
-                      name=_with(label, "modo del modelo en cada pasada hacia delante",
-                                 "the model's mode at each forward pass"),
+                      name=checks.both(f"{label['es']}: modo del modelo en cada pasada hacia delante",
+                                       f"{label['en']}: the model's mode at each forward pass"),
                       expected=checks.both("entrenamiento en todas", "training in all of them"),
                       got=checks.both(f"model.training por pasada: {recorder.modes}",
                                       f"model.training per pass: {recorder.modes}"))
-    checks.check_equal(recorder.stale_backwards, 0, hint=hint, name=_with(
-        label, "pasadas hacia atrás que encontraron en .grad gradientes de otro lote",
-        "backward passes that found another batch's gradients in .grad"))
-    checks.check_equal(recorder.empty_steps(), 0, hint=hint, name=_with(
-        label, "pasos del optimizador con .grad vacío", "optimizer steps with an empty .grad"))
+    checks.check_equal(recorder.stale_backwards, 0, hint=hint, name=checks.both(
+        f"{label['es']}: pasadas hacia atrás que encontraron en .grad gradientes de otro lote",
+        f"{label['en']}: backward passes that found another batch's gradients in .grad"))
+    checks.check_equal(recorder.empty_steps(), 0, hint=hint, name=checks.both(
+        f"{label['es']}: pasos del optimizador con .grad vacío",
+        f"{label['en']}: optimizer steps with an empty .grad"))
 
 
 @checks.keeps_random_state
@@ -506,8 +504,9 @@ def check_train_one_epoch_loss(train_one_epoch, *, seed: int = 1403, examples: i
     recorder, returned, _ = _watch_train_one_epoch("check_train_one_epoch_loss", train_one_epoch, seed=seed,
                                                    examples=examples, batch_size=batch_size, widths=widths)
     label = _loop_label("train_one_epoch", examples, batch_size)
-    checks.check_equal(sum(recorder.sizes), examples, hint=hint, name=_with(
-        label, "ejemplos que pasaron por loss_fn", "examples that went through loss_fn"))
+    checks.check_equal(sum(recorder.sizes), examples, hint=hint, name=checks.both(
+        f"{label['es']}: ejemplos que pasaron por loss_fn",
+        f"{label['en']}: examples that went through loss_fn"))
     checks.check_type(returned, float, name=label, hint=hint)
     checks.check_close(returned, recorder.weighted_loss(), name=label, hint=hint)
 
@@ -552,8 +551,9 @@ def check_evaluate_values(evaluate, *, seed: int = 1404, examples: int = 10, bat
     checks.check_type(result, tuple, name=label, hint=hint)
     checks.check_equal(len(result), 2, name=checks.both(f"len({label['es']})", f"len({label['en']})"),
                        hint=hint)
-    checks.check_equal(sum(recorder.sizes), examples, hint=hint, name=_with(
-        label, "ejemplos que pasaron por loss_fn", "examples that went through loss_fn"))
+    checks.check_equal(sum(recorder.sizes), examples, hint=hint, name=checks.both(
+        f"{label['es']}: ejemplos que pasaron por loss_fn",
+        f"{label['en']}: examples that went through loss_fn"))
     for position, what, expected in [(0, checks.both("pérdida", "loss"), recorder.weighted_loss()),
                                      (1, checks.both("exactitud", "accuracy"), right / examples)]:
         name = checks.both(f"{label['es']}[{position}] ({what['es']})",
@@ -580,19 +580,22 @@ def check_evaluate_leaves_no_trace(evaluate, *, seed: int = 1405, examples: int 
             _run("check_evaluate_leaves_no_trace", evaluate, model, loader, nn.CrossEntropyLoss(), _CPU,
                  name=label, hint=hint)
         checks.check_true(recorder.outputs_in_graph != [] and not any(recorder.outputs_in_graph), hint=hint,
-                          name=_with(label, "salidas del modelo", "the model's outputs"),
+                          name=checks.both(f"{label['es']}: salidas del modelo",
+                                           f"{label['en']}: the model's outputs"),
                           expected=checks.both("sin grafo (requires_grad=False)",
                                                "no graph (requires_grad=False)"),
                           got=f"requires_grad: {recorder.outputs_in_graph}")
         checks.check_true(all(p.grad is None for p in model.parameters()), hint=hint,
-                          name=_with(label, ".grad de los parámetros", "the parameters' .grad"),
+                          name=checks.both(f"{label['es']}: .grad de los parámetros",
+                                           f"{label['en']}: the parameters' .grad"),
                           expected="None", got=checks.both("gradientes calculados", "gradients computed"))
         for key, value in model.state_dict().items():
-            checks.check_unchanged(before[key], value, hint=hint, name=_with(
-                label, f"model.state_dict()[{key!r}], que no debe cambiar",
-                f"model.state_dict()[{key!r}], which must not change"))
+            checks.check_unchanged(before[key], value, hint=hint, name=checks.both(
+                f"{label['es']}: model.state_dict()[{key!r}], que no debe cambiar",
+                f"{label['en']}: model.state_dict()[{key!r}], which must not change"))
         checks.check_equal(sorted({m.training for m in model.modules()}), [start_in_training], hint=hint,
-                           name=_with(label, "model.training al salir", "model.training afterwards"))
+                           name=checks.both(f"{label['es']}: model.training al salir",
+                                            f"{label['en']}: model.training afterwards"))
 
 
 # --------------------------------------------------------------------------- exercise 5: adamw_step
@@ -956,13 +959,14 @@ def check_accumulation_step(accumulation_step, *, seed: int = 1408, sizes=(4, 4,
     recorder, _, _, large_grads = _watch_accumulation_step("check_accumulation_step", accumulation_step,
                                                            seed=seed, sizes=sizes, widths=widths)
     label = _accumulation_label(sizes)
-    checks.check_equal(len(recorder.step_grads), 1, hint=hint, name=_with(
-        label, "pasos del optimizador", "optimizer steps"))
+    checks.check_equal(len(recorder.step_grads), 1, hint=hint, name=checks.both(
+        f"{label['es']}: pasos del optimizador", f"{label['en']}: optimizer steps"))
     for got, (name, expected) in zip(recorder.step_grads[0], large_grads.items(), strict=True):
         checks.check_close(torch.zeros_like(expected) if got is None else got, expected, hint=hint,
-                           name=_with(label,
-                                      f".grad de {name} en el paso, frente al gradiente del lote grande",
-                                      f".grad of {name} at the step, vs the large batch's gradient"))
+                           name=checks.both(f"{label['es']}: .grad de {name} en el paso, frente al "
+                                            "gradiente del lote grande",
+                                            f"{label['en']}: .grad of {name} at the step, vs the large "
+                                            "batch's gradient"))
 
 
 @checks.keeps_random_state
@@ -1091,16 +1095,17 @@ def check_classifier_learns(make_classifier, *, seed: int = 1440) -> None:
         model = _build_classifier("check_classifier_learns", make_classifier)
         with checks.shortcuts_off(SHORTCUTS["check_classifier_learns"], make_classifier):
             before = checks.check_runs(_test_accuracy, model.to(_CPU), *test, name=label, hint=hint)
-            checks.check_true(before < _UNTRAINED_CEILING, hint=hint, got=f"{before:.1%}", name=_with(
-                label, "exactitud antes de que la comprobación lo entrene",
-                "accuracy before the check trains it"), expected=checks.both(
+            checks.check_true(before < _UNTRAINED_CEILING, hint=hint, got=f"{before:.1%}", name=checks.both(
+                f"{label['es']}: exactitud antes de que la comprobación lo entrene",
+                f"{label['en']}: accuracy before the check trains it"), expected=checks.both(
                 f"un modelo nuevo, sin entrenar: cerca del azar (10 %), por debajo del "
                 f"{_UNTRAINED_CEILING:.0%}",
                 f"a new, untrained model: near chance (10 %), under {_UNTRAINED_CEILING:.0%}"))
             checks.check_runs(_train_briefly, model, images, labels, g, budget, name=label, hint=hint)
             score = checks.check_runs(_test_accuracy, model, *test, name=label, hint=hint)
-    checks.check_true(score >= CLASSIFIER_BAR, hint=hint, name=_with(
-        label, f"exactitud en {len(test[1])} imágenes de prueba", f"accuracy on {len(test[1])} test images"),
+    checks.check_true(score >= CLASSIFIER_BAR, hint=hint, name=checks.both(
+        f"{label['es']}: exactitud en {len(test[1])} imágenes de prueba",
+        f"{label['en']}: accuracy on {len(test[1])} test images"),
         expected=f"≥ {CLASSIFIER_BAR:.1%}", got=f"{score:.1%}")
 
 
@@ -1241,7 +1246,8 @@ def check_augmented_train_random(make_augmented_transforms, *, seed: int | None 
     label = checks.both(f"{draws} llamadas a train_transform (max_shift={max_shift})",
                         f"{draws} calls to train_transform (max_shift={max_shift})")
     mirrored = sum(key[0] for key in seen) / draws
-    checks.check_true(0.35 <= mirrored <= 0.65, hint=hint, name=_with(label, "reflejadas", "mirrored"),
+    checks.check_true(0.35 <= mirrored <= 0.65, hint=hint,
+                      name=checks.both(f"{label['es']}: reflejadas", f"{label['en']}: mirrored"),
                       expected=checks.both("alrededor de la mitad (entre el 35 % y el 65 %)",
                                            "about half (between 35 % and 65 %)"),
                       got=f"{mirrored:.0%}")
@@ -1250,7 +1256,8 @@ def check_augmented_train_random(make_augmented_transforms, *, seed: int | None 
         shifts = sorted({key[axis] for key in seen})
         reach = sorted({-max_shift, max_shift})
         checks.check_true(set(reach) <= set(shifts) and max(map(abs, shifts)) <= max_shift, hint=hint,
-                          name=_with(label, f"{es} vistos (píxeles)", f"{en} seen (pixels)"),
+                          name=checks.both(f"{label['es']}: {es} vistos (píxeles)",
+                                           f"{label['en']}: {en} seen (pixels)"),
                           expected=checks.both(f"de {-max_shift} a {max_shift}, con los dos extremos",
                                                f"from {-max_shift} to {max_shift}, both ends included"),
                           got=str(shifts))
@@ -1317,10 +1324,10 @@ def _check_points(scalars: dict, tag: str, steps, values, *, what: dict, hint) -
         f"etiquetas en la carpeta del escritor: {sorted(scalars)}",
         f"tags in the writer's folder: {sorted(scalars)}"))
     checks.check_equal([step for step, _ in points], list(steps), hint=hint,
-                       name=_with(name, "pasos", "steps"))
+                       name=checks.both(f"{name['es']}: pasos", f"{name['en']}: steps"))
     checks.check_close(torch.tensor([value for _, value in points], dtype=torch.float64),
                        torch.tensor(values, dtype=torch.float32).double(), hint=hint,
-                       name=_with(name, "valores", "values"))
+                       name=checks.both(f"{name['es']}: valores", f"{name['en']}: values"))
 
 
 @checks.keeps_random_state
