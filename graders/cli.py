@@ -80,16 +80,31 @@ def _grade(args) -> int:
 
 def _after_grading(args, out: Path, rows, cells) -> tuple[list[str], list]:
     """Item analysis, similarity and the platform exports; returns their lines and the flagged items."""
+    import shutil
+
     from graders.grade import item_analysis, lms_export, similarity
+    from graders.grade.submissions import SubmissionsError, find_submissions
 
     analysis = item_analysis.analyse(out / "nbgrader", args.lesson, rows, cells)
     paths = item_analysis.write_report(analysis, out)
+    lines = [f"Items:      {paths['html']} (what the class got wrong; also .csv and .png)"]
+    earlier = None
+    if args.earlier_submissions:
+        scratch = out / "scratch" / "earlier"
+        shutil.rmtree(scratch, ignore_errors=True)  # a zip unpacked by a previous run is not this one
+        try:
+            earlier = find_submissions(args.earlier_submissions, args.lesson, scratch)
+        except SubmissionsError as error:  # the grades are written: report it, compare the rest
+            lines.append(f"Earlier:    not compared: {error}")
     threshold = args.similarity_threshold
     similar = similarity.analyse(out / "nbgrader", args.lesson, rows,
-                                 similarity.DEFAULT_THRESHOLD if threshold is None else threshold)
-    lines = [f"Items:      {paths['html']} (what the class got wrong; also .csv and .png)",
-             f"Similarity: {similarity.write_html(similar, out / 'similarity.html')} "
-             f"({len(similar.pairs)} pair(s) above {similar.threshold:.0%}: leads for a human, not verdicts)"]
+                                 similarity.DEFAULT_THRESHOLD if threshold is None else threshold, earlier)
+    lines.append(f"Similarity: {similarity.write_html(similar, out / 'similarity.html')} "
+                 f"({similarity.verdict(similar)}: leads for a human, not verdicts)")
+    for title, pairs in (("like the reference", similar.reference), ("like earlier terms", similar.earlier)):
+        if pairs:
+            lines.append(f"            {title}, {len(pairs)}: "
+                         + ", ".join(f"{p.a} ({p.b}, {p.similarity:.0%})" for p in pairs))
     for platform in args.export or ():
         export = lms_export.export(rows, cells, args.lesson, platform, out, language=args.lms_language,
                                    assignment=args.lms_assignment)
@@ -126,6 +141,16 @@ def _share(text: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"{text} is not a share between 0 and 1")
     return value
+
+
+def _earlier_submissions(text: str) -> Path:
+    # checked before grading, which takes minutes; the layout is read after it
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text} does not exist: give earlier terms' submissions of the "
+                                         "lesson as nbgrader's submitted/ folder, a folder of notebooks "
+                                         "or a .zip")
+    return path
 
 
 def main(argv=None) -> int:
@@ -167,6 +192,9 @@ def main(argv=None) -> int:
     grade.add_argument("--similarity-threshold", type=_share, default=None,
                        help="list pairs sharing more than this share of their code (default: "
                        "DEFAULT_THRESHOLD in graders/grade/similarity.py)")
+    grade.add_argument("--earlier-submissions", type=_earlier_submissions, default=None, metavar="DIR",
+                       help="also compare each submission with these earlier terms' submissions of the "
+                       "lesson (a folder or .zip in any layout the submissions argument accepts)")
     grade.set_defaults(handler=_grade)
 
     check = commands.add_parser("check", help="run a notebook's visible checks and report them, under "

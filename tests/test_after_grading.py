@@ -118,12 +118,13 @@ def test_the_item_pages_are_written(graded):
 
 def test_similarity_lists_the_copies_and_no_honest_pair(graded):
     page = (graded["out"] / "similarity.html").read_text()
-    headings = [line for line in page.split("<h2 ")[1:]]
-    pairs = {frozenset(name for name in CLASS if name in heading.split("</h2>")[0]) for heading in headings}
+    headings = page.split("<h3 id='pair-")[1:]
+    pairs = {frozenset(name for name in CLASS if name in heading.split("</h3>")[0]) for heading in headings}
     assert pairs == {frozenset(("Ana García", "Chen Li")), frozenset(("Ana García", "Dana Roth")),
                      frozenset(("Chen Li", "Dana Roth"))}
     assert "A lead for a human, not a verdict" in page
     assert "6 submissions with code of their own" in page  # Femi's blank template is not compared
+    assert "Copies of the reference solution" in page and "0 submission(s) like the reference" in page
 
 
 def test_the_moodle_worksheet_has_every_identified_student_and_lists_the_other(graded):
