@@ -1,12 +1,19 @@
 """Feedback redaction: no output line may repeat a line of a hidden test; a student's own cells,
 marker text and all, are shown as written. A feedback fault never costs the grade."""
 
+from html.parser import HTMLParser
 from types import SimpleNamespace
 
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from graders.notebook_grading.redacted_feedback import REDACTED, HideHiddenTests, hidden_lines, redact
+from graders.notebook_grading.redacted_feedback import (
+    REDACTED,
+    FeedbackHTMLExporter,
+    HideHiddenTests,
+    hidden_lines,
+    redact,
+)
 
 LESSON = "01_tensors"
 
@@ -63,6 +70,34 @@ def test_feedback_redacts_a_spy_that_printed_hidden_tests_in_any_cell(tmp_path):
     assert nb.cells[0].outputs[0].text == REDACTED["es"] + "\n"
     assert nb.cells[1].outputs[0].data["text/plain"] == REDACTED["es"]
     assert BEGIN not in nb.cells[1].source and "1103" not in nb.cells[1].source
+
+
+def test_html_a_student_wrote_or_printed_never_runs_in_the_feedback_page():
+    attack = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    printed = new_code_cell("show()", outputs=[new_output("display_data", data={"text/html": attack})])
+    nb = new_notebook(cells=[new_markdown_cell(attack), printed], metadata={"course": {"language": "en"}})
+    body, _ = FeedbackHTMLExporter().from_notebook_node(nb)
+    assert "alert(1)" in body and "alert(2)" in body  # shown, as text
+    page = _Elements()
+    page.feed(body)
+    assert not [attrs for tag, attrs in page.tags if any(name.startswith("on") for name, _ in attrs)]
+    assert not [script for script in page.scripts if "alert(" in script]
+
+
+class _Elements(HTMLParser):
+    """The elements of a page as a browser parses them: tags with their attributes, scripts' text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.scripts, self._in_script = [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+        self._in_script = tag == "script"
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts.append(data)
 
 
 QUOTES = {  # what a student may write in their own cells: nbgrader's marker lines, quoted

@@ -22,6 +22,7 @@ from jinja2 import BytecodeCache
 from nbconvert.exporters import HTMLExporter
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import ClearHiddenTests
+from traitlets import Bool
 
 from graders.nbgrader_adapter import is_grade_cell, is_solution_cell
 from graders.release.editions import edition_language
@@ -60,7 +61,11 @@ _TEMPLATES = _CompiledTemplates()
 
 class FeedbackHTMLExporter(HTMLExporter):
     """nbconvert's HTML exporter (nbgrader's feedback templates and all), whose compiled templates
-    outlive it: the next feedback file of the process skips compiling them again."""
+    outlive it: the next feedback file of the process skips compiling them again. What a student
+    wrote or printed as HTML (Markdown, ``display(HTML(...))``) is sanitized: the page is opened by
+    the instructor too, and no student's script may run there."""
+
+    sanitize_html = Bool(True).tag(config=True)
 
     def _create_environment(self):
         environment = super()._create_environment()
