@@ -21,6 +21,9 @@ import nbformat
 from graders.nbgrader_adapter import grade_id, is_grade_cell
 
 MAX_NOTEBOOK_BYTES = 50 * 1024**2
+# A notebook nests about 8 levels deep (widget state a few more); past this, Python's own readers
+# (nbformat's schema check, nbgrader's copies) recurse until they fail.
+MAX_DEPTH = 64
 MAX_ZIP_BYTES = 2 * 1024**3
 IGNORED = ("__MACOSX", ".ipynb_checkpoints")
 
@@ -147,8 +150,59 @@ def _grade_ids(nb) -> set[str]:
     return {grade_id(cell) for cell in nb.get("cells", []) if is_grade_cell(cell)} - {None}
 
 
+def _depth(value) -> int:
+    """How deeply lists and objects nest in ``value``, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+# nbgrader's cell metadata as nbgrader writes it: which keys hold which types.
+NBGRADER_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
+                  "points": (int, float), "schema_version": int}
+
+
+def _of_type(value, kind) -> bool:
+    """``isinstance``, where a bool is no number (JSON's ``true`` is not nbgrader's points)."""
+    return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+
+
+def _metadata_problem(nb) -> str:
+    """What is wrong with the nbgrader metadata of a notebook's cells, ``""`` when nothing is: a
+    hand-edited file breaks nbgrader's own reading of it."""
+    for number, cell in enumerate(nb.cells, start=1):
+        meta = cell.metadata.get("nbgrader")
+        if meta is None:
+            continue
+        if not isinstance(meta, dict):
+            return f"cell {number}'s nbgrader metadata is a {type(meta).__name__}, not a table"
+        for key, kind in NBGRADER_TYPES.items():
+            if key in meta and not _of_type(meta[key], kind):
+                return f"cell {number}'s nbgrader {key!r} is {meta[key]!r:.60}, not what nbgrader writes"
+    return ""
+
+
+def _first_line(error: Exception) -> str:
+    """An error's first line, short and printable (a reason lands in a CSV and in HTML)."""
+    lines = str(error).splitlines() or [type(error).__name__]
+    return ascii(lines[0][:200])[1:-1]
+
+
 def validate_notebook(path: Path, lesson: str, lesson_grade_ids: set[str]) -> Verdict:
-    """Whether a file can be graded as ``lesson`` at all, and if not, why, in plain words."""
+    """Whether a file can be graded as ``lesson`` at all, and if not, why, in plain words. Whatever
+    the file holds, this returns a verdict: no file stops a class."""
+    try:
+        return _verdict(path, lesson, lesson_grade_ids)
+    except Exception as error:  # a file no rule above foresaw: its own row, never the class's end
+        return Verdict("invalid", f"not a notebook this grader can read ({type(error).__name__}: "
+                       f"{_first_line(error)})")
+
+
+def _verdict(path: Path, lesson: str, lesson_grade_ids: set[str]) -> Verdict:
     size = path.stat().st_size
     if size == 0:
         return Verdict("invalid", "the file is empty")
@@ -159,17 +213,23 @@ def validate_notebook(path: Path, lesson: str, lesson_grade_ids: set[str]) -> Ve
         raw = json.loads(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         return Verdict("invalid", f"not a notebook: the file is not valid JSON ({error})")
+    except RecursionError:
+        return Verdict("invalid", f"not a notebook: its JSON nests deeper than {MAX_DEPTH} levels")
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         return Verdict("invalid", "not a notebook: no list of cells")
-    major = raw.get("nbformat")
+    if _depth(raw) > MAX_DEPTH:
+        return Verdict("invalid", f"not a notebook: its JSON nests deeper than {MAX_DEPTH} levels")
+    major, minor = raw.get("nbformat"), raw.get("nbformat_minor")
     if major != 4:
-        return Verdict("invalid", f"notebook format {major}.{raw.get('nbformat_minor')} is not the "
-                       "4.x this course uses: open it in JupyterLab and save it again")
+        return Verdict("invalid", f"notebook format {major!r:.20}.{minor!r:.20} is not the 4.x this "
+                       "course uses: open it in JupyterLab and save it again")
     try:
         nb = nbformat.reads(json.dumps(raw), as_version=4)
         nbformat.validate(nb)
     except Exception as error:  # nbformat raises several types for a malformed notebook
-        return Verdict("invalid", f"not a valid notebook: {str(error).splitlines()[0]}")
+        return Verdict("invalid", f"not a valid notebook: {_first_line(error)}")
+    if problem := _metadata_problem(nb):
+        return Verdict("invalid", f"{problem}; download the lesson again and copy your answers into it")
     present = _grade_ids(nb)
     if len(present - lesson_grade_ids) > len(present & lesson_grade_ids):
         return Verdict("wrong_lesson", f"this notebook is not {lesson}: most of its grade cells "
