@@ -5,11 +5,14 @@ import socket
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from graders.grade import dask_pool
 from graders.grade.dask_pool import DaskUnavailable, WorkerNotReady, accept
+from graders.grade.job import LOCAL, GradingJob, MalformedJob
 from graders.grade.sandbox import NoFreeSlot, claim_slot
 
 
@@ -43,8 +46,35 @@ def test_dask_slots_stay_clear_of_local_workers_and_inside_the_sandbox_range():
     assert dask_pool.SLOTS.start >= 64 and dask_pool.SLOTS.stop <= MAX_SLOTS
 
 
-def _job(tmp_path) -> dict:
-    return {"job": 3, "lesson": "01_tensors", "student_id": "ana-123", "work_dir": str(tmp_path / "w")}
+def _job(tmp_path, **changes) -> GradingJob:
+    """A complete job; the files it names exist only where a test makes them."""
+    return replace(GradingJob(
+        number=3, lesson="01_tensors", student_id="ana-123", notebook=tmp_path / "in.ipynb",
+        master=tmp_path / "course", template_db=tmp_path / "t.db", work_dir=tmp_path / "w",
+        socket_dir=tmp_path / "s", jupyter_path=tmp_path / "j", cell_timeout=60, notebook_timeout=600,
+        sandbox="on", kernel_name="course-sandbox", submitter=("Ana", "ana-123"),
+        roster=(("Ana", "ana-123"), ("Ben",)), slot=2), **changes)
+
+
+def test_a_job_round_trips_through_json_equal_to_itself(tmp_path):
+    job = _job(tmp_path)
+    assert GradingJob.from_json(json.loads(json.dumps(job.to_json()))) == job
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda data: data.pop("roster"), "missing key 'roster'"),
+    (lambda data: data.update(slots=1), "unknown key 'slots'"),
+    (lambda data: data.update(cell_timeout="60"), "'cell_timeout' must be an integer, not '60'"),
+    (lambda data: data.update(number=True), "'number' must be an integer, not True"),
+    (lambda data: data.update(work_dir=None), "'work_dir' must be a path"),
+    (lambda data: data.update(roster=[["Ana"], "Ben"]), "'roster' must be a list of lists of strings"),
+])
+def test_a_job_with_a_key_missing_unknown_or_of_the_wrong_type_is_refused_naming_it(tmp_path, change,
+                                                                                     message):
+    data = _job(tmp_path).to_json()
+    change(data)
+    with pytest.raises(MalformedJob, match=f"^grading job: {message}"):
+        GradingJob.from_json(data)
 
 
 @pytest.mark.parametrize("result", [
@@ -85,13 +115,19 @@ def test_a_job_travels_as_data_without_the_parents_paths(tmp_path, monkeypatch):
     notebook = tmp_path / "in.ipynb"
     notebook.write_bytes(b'{"cells": []}')
     monkeypatch.setenv("COURSE_FAST", "0")
-    job = {"job": 1, "lesson": "01_tensors", "student_id": "s", "notebook": str(notebook),
-           "master": "/parent/course", "template_db": "/parent/t.db", "work_dir": "/parent/w",
-           "socket_dir": "/tmp/s", "jupyter_path": "/parent/j", "cell_timeout": 60, "sandbox": "on"}
+    job = _job(Path("/parent"), notebook=notebook, socket_dir=Path("/tmp/s"))
     task = dask_pool.task_of(job, "off")
-    assert not any(str(value).startswith("/parent") for value in task.values())
-    assert (task["notebook_bytes"], task["sandbox"], task["cell_timeout"]) == (b'{"cells": []}', "off", 60)
+    assert not any(str(value).startswith(("/parent", str(tmp_path))) for value in task["job"].values())
+    assert (task["notebook_bytes"], task["job"]["sandbox"], task["job"]["cell_timeout"]) == \
+        (b'{"cells": []}', "off", 60)
     assert task["environment"]["COURSE_FAST"] == "0"
+    # the worker's own paths complete it; the parent's, sent by mistake, are refused
+    local = _job(tmp_path / "worker")
+    sent = GradingJob.decode_portable(json.loads(json.dumps(task["job"])))
+    assert GradingJob(**sent, **{name: getattr(local, name) for name in LOCAL}) == \
+        replace(local, sandbox="off")
+    with pytest.raises(MalformedJob, match="unknown key 'jupyter_path', 'master', 'notebook', 'slot'"):
+        GradingJob.decode_portable(job.to_json())
 
 
 def test_the_lesson_bundle_changes_with_the_template(tmp_path):
@@ -99,7 +135,7 @@ def test_the_lesson_bundle_changes_with_the_template(tmp_path):
     source.mkdir(parents=True)
     (source / "01_tensors.ipynb").write_text("{}")
     (tmp_path / "t.db").write_bytes(b"one")
-    job = {"lesson": "01_tensors", "master": str(tmp_path / "course"), "template_db": str(tmp_path / "t.db")}
+    job = _job(tmp_path)
     first = dask_pool.lesson_bundle(job)
     assert first["files"] == {"01_tensors.ipynb": b"{}"} and first["template"] == b"one"
     (tmp_path / "t.db").write_bytes(b"two")
@@ -127,28 +163,32 @@ def test_a_worker_without_bubblewrap_refuses_a_sandboxed_run(monkeypatch):
         ("userns", True)
 
 
-def _lesson_job(tmp_path) -> dict:
+def _lesson_job(tmp_path) -> GradingJob:
     """A job whose files exist, enough to be sent (not to be graded)."""
     source = tmp_path / "course" / "source" / "01_tensors"
     source.mkdir(parents=True)
     (source / "01_tensors.ipynb").write_text("{}")
     (tmp_path / "t.db").write_bytes(b"db")
     (tmp_path / "in.ipynb").write_text("{}")
-    return {"job": 0, "lesson": "01_tensors", "student_id": "s", "notebook": str(tmp_path / "in.ipynb"),
-            "master": str(tmp_path / "course"), "template_db": str(tmp_path / "t.db"),
-            "work_dir": str(tmp_path / "w"), "sandbox": "off"}
+    return _job(tmp_path, number=0, student_id="s", sandbox="off")
 
 
 @pytest.mark.dask
-def test_a_task_that_raises_on_the_worker_fails_its_submission_with_the_story(tmp_path):
+def test_a_task_that_raises_on_the_worker_fails_its_submission_with_the_story(tmp_path, monkeypatch):
     from distributed import LocalCluster
 
-    job = _lesson_job(tmp_path)
-    del job["job"]  # the worker cannot make the job's socket folder: a KeyError there
+    task_of = dask_pool.task_of
+
+    def without_its_number(job, sandbox):  # the worker refuses the job before grading: it raises
+        task = task_of(job, sandbox)
+        del task["job"]["number"]
+        return task
+
+    monkeypatch.setattr(dask_pool, "task_of", without_its_number)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as one:
-        outcomes = list(dask_pool.DaskPool(one.scheduler_address, tmp_path, 60).run([job]))
+        outcomes = list(dask_pool.DaskPool(one.scheduler_address, tmp_path, 60).run([_lesson_job(tmp_path)]))
     assert [(o.status, o.reason) for o in outcomes] == \
-        [("failed", "grader error on the Dask cluster: KeyError: 'job'")]
+        [("failed", "grader error on the Dask cluster: MalformedJob: grading job: missing key 'number'")]
     assert "Traceback" in outcomes[0].detail and "_grade" in outcomes[0].detail
 
 
@@ -161,7 +201,7 @@ def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
         pool = dask_pool.DaskPool(empty.scheduler_address, tmp_path, 60, no_workers_s=1)
         outcomes = list(pool.run([job]))
-    assert [(o.status, o.job["student_id"]) for o in outcomes] == [("failed", "s")]
+    assert [(o.status, o.job.student_id) for o in outcomes] == [("failed", "s")]
     assert "no Dask worker connected" in outcomes[0].reason  # "failed": the next run grades it again
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 
 from graders import nbgrader_adapter as adapter
+from graders.grade.job import GradingJob
 from graders.grade.pool import Outcome, WorkerPool
 from graders.grade.results import DONE, Row, recorded_draw, write_csv
 from graders.grade.sandbox import (
@@ -94,7 +95,7 @@ class Classroom:
         for folder in (self.scratch, self.out / "feedback", self.out / "logs"):
             folder.mkdir(parents=True, exist_ok=True)
         submissions = find_submissions(self.o.submissions, self.o.lesson, self.scratch)
-        self.roster = [identities(s) for s in submissions]
+        self.roster = tuple(identities(s) for s in submissions)
         if submissions and not self.o.scheduler:
             self.pool = WorkerPool(min(self.o.workers, len(submissions)), self.out / "logs",
                                    self.o.notebook_timeout + WORKER_GRACE_S)
@@ -157,27 +158,26 @@ class Classroom:
             self.pool = None  # run() stops it
         try:
             for outcome in pool.run(jobs):
-                row = self._record_outcome(todo[outcome.job["job"]], outcome)
-                shutil.rmtree(outcome.job["work_dir"], ignore_errors=True)
-                shutil.rmtree(outcome.job["socket_dir"], ignore_errors=True)
+                row = self._record_outcome(todo[outcome.job.number], outcome)
+                shutil.rmtree(outcome.job.work_dir, ignore_errors=True)
+                shutil.rmtree(outcome.job.socket_dir, ignore_errors=True)
                 progress.show(row)
         finally:
             shutil.rmtree(sockets, ignore_errors=True)
 
-    def _job(self, number: int, submission: Submission, sockets: Path) -> dict:
+    def _job(self, number: int, submission: Submission, sockets: Path) -> GradingJob:
         work_dir = self.scratch / "jobs" / submission.student_id
         if work_dir.exists():
             shutil.rmtree(work_dir)
         work_dir.mkdir(parents=True)
         (sockets / str(number)).mkdir()
-        return {"job": number, "lesson": self.o.lesson, "student_id": submission.student_id,
-                "notebook": str(submission.path.resolve()), "master": str(self.master.resolve()),
-                "template_db": str(self.template_db.resolve()), "work_dir": str(work_dir.resolve()),
-                "socket_dir": str(sockets / str(number)),
-                "cell_timeout": self.o.cell_timeout, "notebook_timeout": self.o.notebook_timeout,
-                "sandbox": "off" if self.policy.mode == "none" else "on", "kernel_name": KERNEL_NAME,
-                "jupyter_path": str((self.scratch / "jupyter").resolve()),
-                "submitter": identities(submission), "roster": self.roster}
+        return GradingJob(number=number, lesson=self.o.lesson, student_id=submission.student_id,
+                          notebook=submission.path.resolve(), master=self.master.resolve(),
+                          template_db=self.template_db.resolve(), work_dir=work_dir.resolve(),
+                          socket_dir=sockets / str(number), jupyter_path=(self.scratch / "jupyter").resolve(),
+                          cell_timeout=self.o.cell_timeout, notebook_timeout=self.o.notebook_timeout,
+                          sandbox="off" if self.policy.mode == "none" else "on", kernel_name=KERNEL_NAME,
+                          submitter=identities(submission), roster=self.roster)
 
     def _record_outcome(self, submission: Submission, outcome: Outcome) -> Row:
         if outcome.detail:
@@ -263,9 +263,9 @@ class Classroom:
                 for s in submissions if s.student_id in self.state]
 
 
-def identities(submission: Submission) -> list[str]:
+def identities(submission: Submission) -> tuple[str, ...]:
     """The names a student may write in ``STUDENT_ID``: as submitted, and the platform's id."""
-    return [submission.student, *([submission.platform_id] if submission.platform_id else [])]
+    return (submission.student, *([submission.platform_id] if submission.platform_id else []))
 
 
 def _notice_html(student: str, row: Row, reason: str | None = None) -> str:

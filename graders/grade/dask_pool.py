@@ -35,8 +35,10 @@ import threading
 import time
 import traceback
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
+from graders.grade.job import GradingJob
 from graders.grade.pool import Outcome, kill_session
 from graders.grade.sandbox import NoFreeSlot, claim_slot, socket_root
 
@@ -95,24 +97,22 @@ def describe_cluster(address: str, sandbox: str = "auto") -> list[str]:
     return lines
 
 
-def lesson_bundle(job: dict) -> dict:
+def lesson_bundle(job: GradingJob) -> dict:
     """What every task of a run needs from the parent: the lesson's source folder, the template."""
-    source = Path(job["master"]) / "source" / job["lesson"]
+    source = job.master / "source" / job.lesson
     files = {str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()}
-    template = Path(job["template_db"]).read_bytes()
+    template = job.template_db.read_bytes()
     digest = hashlib.sha256(template + json.dumps(sorted(files)).encode()
                             + b"".join(files[name] for name in sorted(files))).hexdigest()
-    return {"lesson": job["lesson"], "files": files, "template": template, "digest": digest}
+    return {"lesson": job.lesson, "files": files, "template": template, "digest": digest}
 
 
-def task_of(job: dict, sandbox: str) -> dict:
-    """A job as data: the submission's bytes instead of its path; paths are made on the worker."""
-    task = {key: value for key, value in job.items()
-            if key not in ("notebook", "master", "template_db", "work_dir", "socket_dir", "jupyter_path")}
-    task["sandbox"] = "off" if sandbox == "off" else "on"
-    task["notebook_bytes"] = Path(job["notebook"]).read_bytes()
-    task["environment"] = {name: os.environ[name] for name in ENVIRONMENT if name in os.environ}
-    return task
+def task_of(job: GradingJob, sandbox: str) -> dict:
+    """A job as data: the submission's bytes instead of its path; paths are made on the worker.
+    Whether to sandbox is the cluster's option, not what the parent's own machine allows."""
+    return {"job": replace(job, sandbox="off" if sandbox == "off" else "on").portable(),
+            "notebook_bytes": job.notebook.read_bytes(),
+            "environment": {name: os.environ[name] for name in ENVIRONMENT if name in os.environ}}
 
 
 class DaskPool:
@@ -153,10 +153,10 @@ class DaskPool:
                 future.cancel()
             self.client.close()
 
-    def _submit(self, job: dict, bundle):
+    def _submit(self, job: GradingJob, bundle):
         # grade_on_worker travels by reference: every worker imports it from the installed course
         future = self.client.submit(grade_on_worker, task_of(job, self.sandbox), bundle, self.job_timeout,
-                                    key=f"course-grade-{job['student_id']}-{uuid.uuid4().hex[:8]}",
+                                    key=f"course-grade-{job.student_id}-{uuid.uuid4().hex[:8]}",
                                     pure=False)
         self.done.add(future)
         return future
@@ -185,11 +185,11 @@ class DaskPool:
             return False
         return True
 
-    def _no_worker(self, job: dict) -> Outcome:
+    def _no_worker(self, job: GradingJob) -> Outcome:
         return Outcome(job, status="failed", reason=f"grader error: no Dask worker connected to "
                        f"{self.address} for {self.no_workers_s:g} s")
 
-    def _outcome(self, job: dict, future) -> Outcome:
+    def _outcome(self, job: GradingJob, future) -> Outcome:
         if future.status == "cancelled":
             return self._no_worker(job)
         if future.status == "error":
@@ -204,15 +204,15 @@ class DaskPool:
         return accept(job, result, self.log_dir)
 
 
-def accept(job: dict, result, log_dir: Path) -> Outcome:
+def accept(job: GradingJob, result, log_dir: Path) -> Outcome:
     """What a worker sent is data: check its shape, log it, and write its files where the parent
-    reads a local worker's (``job["work_dir"]``)."""
+    reads a local worker's (``job.work_dir``)."""
     malformed = Outcome(job, status="failed", reason="grader error: a malformed reply from a Dask worker")
     if not isinstance(result, dict) or result.get("status") not in ("graded", "failed", "timeout"):
         return malformed
     with open(Path(log_dir) / "dask-workers.log", "a", encoding="utf-8") as log:
         # a failure's whole story (``detail``) and the worker program's stderr
-        log.write(f"== {job['student_id']}: {result['status']} on {result.get('worker', '?')} "
+        log.write(f"== {job.student_id}: {result['status']} on {result.get('worker', '?')} "
                   f"slot {result.get('slot', '?')}\n{str(result.get('detail', ''))[-LOG_TAIL_BYTES:]}"
                   f"{str(result.get('log', ''))[-LOG_TAIL_BYTES:]}\n")
     if result["status"] != "graded":
@@ -221,12 +221,12 @@ def accept(job: dict, result, log_dir: Path) -> Outcome:
     autograded, feedback, reply = result.get("autograded"), result.get("feedback"), result.get("reply")
     if not (_text(autograded) and isinstance(reply, dict) and (feedback is None or _text(feedback))):
         return malformed
-    returned = Path(job["work_dir"]) / "returned"
+    returned = job.work_dir / "returned"
     returned.mkdir(parents=True, exist_ok=True)
-    (returned / f"{job['lesson']}.ipynb").write_text(autograded, encoding="utf-8")
+    (returned / f"{job.lesson}.ipynb").write_text(autograded, encoding="utf-8")
     if feedback is not None:
         (returned / "feedback.html").write_text(feedback, encoding="utf-8")
-    return Outcome(job, reply={**reply, "autograded": str(returned / f"{job['lesson']}.ipynb"),
+    return Outcome(job, reply={**reply, "autograded": str(returned / f"{job.lesson}.ipynb"),
                                "feedback": str(returned / "feedback.html")})
 
 
@@ -286,18 +286,18 @@ class ThreadGrader:
     def _grade(self, task: dict, bundle: dict, timeout: float) -> dict:
         from graders.grade.worker import RESULT
 
-        paths = self._prepare(bundle, task["sandbox"], task.get("environment", {}))
-        work_dir = self.root / "w" / "jobs" / task["student_id"]
-        socket_dir = self.root / "s" / str(task["job"])
+        sent = GradingJob.decode_portable(task["job"])  # data from the parent: checked first
+        paths = self._prepare(bundle, sent["sandbox"], task["environment"])
+        work_dir = self.root / "w" / "jobs" / sent["student_id"]
+        socket_dir = self.root / "s" / str(sent["number"])
         for folder in (work_dir, socket_dir):
             _fresh(folder)
         notebook = work_dir / "submission.ipynb"
         notebook.write_bytes(task["notebook_bytes"])
-        job = {**{k: v for k, v in task.items() if k not in ("notebook_bytes", "environment")},
-               **paths, "notebook": str(notebook), "work_dir": str(work_dir),
-               "socket_dir": str(socket_dir), "slot": self.slot}
+        job = GradingJob(**sent, **paths, notebook=notebook, work_dir=work_dir, socket_dir=socket_dir,
+                         slot=self.slot)
         try:
-            line = self._exchange(json.dumps(job), timeout)
+            line = self._exchange(json.dumps(job.to_json()), timeout)
             if line is None:
                 return {"status": "timeout",
                         "reason": f"grading took more than {timeout:g} s and was stopped"}
@@ -316,14 +316,15 @@ class ThreadGrader:
             for folder in (work_dir, socket_dir):
                 _remove(folder)
 
-    def _prepare(self, bundle: dict, sandbox: str, environment: dict) -> dict:
-        """The lesson's source, the template gradebook and the kernelspec, once per lesson bundle."""
+    def _prepare(self, bundle: dict, sandbox: str, environment: dict) -> dict[str, Path]:
+        """The lesson's source, the template gradebook and the kernelspec, once per lesson bundle;
+        returns the job's fields that name them."""
         from graders.grade.sandbox import write_kernelspec
 
         key = (bundle["digest"], sandbox, tuple(sorted(environment.items())))
         base = self.root / "w" / bundle["digest"][:16]
-        paths = {"master": str(base / "master"), "template_db": str(base / "template.db"),
-                 "jupyter_path": str(base / "jupyter")}
+        paths = {"master": base / "master", "template_db": base / "template.db",
+                 "jupyter_path": base / "jupyter"}
         if self.prepared == key:
             return paths
         policy = sandbox_policy(sandbox)  # before anything is written: a worker may refuse

@@ -1,7 +1,7 @@
 """A pool of grading worker processes: one job each at a time; a dead or stuck worker is replaced.
 
-The pool knows nothing of gradebooks: it hands out job dictionaries, and for each job yields one
-:class:`Outcome`, either the worker's reply or the reason there is none.
+The pool knows nothing of gradebooks: it hands out jobs (:class:`GradingJob`), and for each job
+yields one :class:`Outcome`, either the worker's reply or the reason there is none.
 """
 
 import json
@@ -11,9 +11,10 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from graders.grade.job import GradingJob
 from graders.grade.sandbox import LOCAL_SLOTS, claim_slot
 from graders.grade.worker import RESULT
 from graders.lessons import ROOT
@@ -24,7 +25,7 @@ class Outcome:
     """What became of one job: the worker's ``reply``, or a ``status`` and one-line ``reason``
     without one (and, for a grader fault, the whole story in ``detail``)."""
 
-    job: dict
+    job: GradingJob
     reply: dict | None = None
     status: str = ""
     reason: str = ""
@@ -48,19 +49,19 @@ class WorkerProcess:
             [sys.executable, "-m", "graders.grade.worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, start_new_session=True, cwd=ROOT, text=True,
             bufsize=1)
-        self.job: dict | None = None
+        self.job: GradingJob | None = None
         self.deadline = 0.0
 
-    def send(self, job: dict, timeout: float) -> None:
+    def send(self, job: GradingJob, timeout: float) -> None:
         self.job = job
         self.deadline = time.monotonic() + timeout
         try:
-            self.process.stdin.write(json.dumps(job) + "\n")
+            self.process.stdin.write(json.dumps(job.to_json()) + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:  # it died just now: the end of its output reports the job
             pass
 
-    def take_job(self) -> dict:
+    def take_job(self) -> GradingJob:
         """The job in hand, which the worker no longer holds."""
         job, self.job = self.job, None
         return job
@@ -123,7 +124,7 @@ class WorkerPool:
         # The slot names the sandbox user: one per worker, so per-user limits hold per kernel.
         for worker, (slot, _) in zip(self.workers, self.slots, strict=True):
             if worker.job is None and queue:
-                worker.send({**queue.pop(0), "slot": slot}, self.job_timeout)
+                worker.send(replace(queue.pop(0), slot=slot), self.job_timeout)
 
     def _receive(self, worker: WorkerProcess) -> Outcome | None:
         line = worker.process.stdout.readline()

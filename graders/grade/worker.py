@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 
 from graders import nbgrader_adapter as adapter
+from graders.grade.job import GradingJob
 from graders.grade.resilient_execute import INCIDENT
 from graders.grade.sandbox import SLOT_ENV
 from graders.kernel_startup import KERNEL_ARGUMENTS
@@ -28,42 +29,42 @@ from graders.lesson_checks.identity import ROSTER_ENV, SUBMITTER_ENV
 KERNEL_HISTORY = "--HistoryManager.hist_file=:memory:"
 
 
-def grading_config(course_dir: Path, job: dict):
+def grading_config(course_dir: Path, job: GradingJob):
     """The course's nbgrader config, executing through the resilient, sandboxed executor; its
     kernels on unix sockets in the job's socket folder, sandboxed or not."""
     c = adapter.config(course_dir, pipeline="resilient")
-    c.ResilientExecute.timeout = job["cell_timeout"]
-    c.ResilientExecute.notebook_timeout = job["notebook_timeout"]
-    c.ResilientExecute.socket_root = job["socket_dir"]
-    if job["sandbox"] != "off":
-        c.ResilientExecute.kernel_name = job["kernel_name"]
+    c.ResilientExecute.timeout = job.cell_timeout
+    c.ResilientExecute.notebook_timeout = job.notebook_timeout
+    c.ResilientExecute.socket_root = str(job.socket_dir)
+    if job.sandbox != "off":
+        c.ResilientExecute.kernel_name = job.kernel_name
     else:
         c.ResilientExecute.extra_arguments = [*KERNEL_ARGUMENTS, KERNEL_HISTORY]
     return c
 
 
-def _private_course(job: dict) -> Path:
+def _private_course(job: GradingJob) -> Path:
     """A course directory of this job's own: the lesson's source, a blank gradebook, the submission."""
-    lesson, sid = job["lesson"], job["student_id"]
-    course_dir = Path(job["work_dir"]) / "nbgrader"
+    lesson, sid = job.lesson, job.student_id
+    course_dir = job.work_dir / "nbgrader"
     if course_dir.exists():
         shutil.rmtree(course_dir)
-    shutil.copytree(Path(job["master"]) / "source" / lesson, course_dir / "source" / lesson)
-    shutil.copyfile(job["template_db"], course_dir / "gradebook.db")
+    shutil.copytree(job.master / "source" / lesson, course_dir / "source" / lesson)
+    shutil.copyfile(job.template_db, course_dir / "gradebook.db")
     submitted = adapter.submission_path(course_dir, "submitted", sid, lesson)
     submitted.parent.mkdir(parents=True)
-    shutil.copyfile(job["notebook"], submitted)
+    shutil.copyfile(job.notebook, submitted)
     return course_dir
 
 
-def grade(job: dict) -> dict:
+def grade(job: GradingJob) -> dict:
     """Autograde one submission and generate its feedback; returns what the parent needs.
 
     Only a failed autograde fails the job: once the scores are in, a feedback fault comes back
     beside them (:func:`feedback_or_fault`) and costs the student nothing.
     """
     start = time.perf_counter()
-    lesson, sid = job["lesson"], job["student_id"]
+    lesson, sid = job.lesson, job.student_id
     course_dir = _private_course(job)
     api = adapter.api(course_dir, c=grading_config(course_dir, job))
     with whose_notebook(job):
@@ -77,10 +78,10 @@ def grade(job: dict) -> dict:
 
 
 @contextlib.contextmanager
-def whose_notebook(job: dict):
+def whose_notebook(job: GradingJob):
     """The grading kernel learns whose notebook it runs, and who else is in the class, from the
     environment it inherits (graders/lesson_checks/identity.py): one job at a time per process."""
-    names = {SUBMITTER_ENV: job.get("submitter"), ROSTER_ENV: job.get("roster")}
+    names = {SUBMITTER_ENV: job.submitter, ROSTER_ENV: job.roster}
     saved = {name: os.environ.pop(name, None) for name in names}
     os.environ.update({name: json.dumps(value) for name, value in names.items() if value})
     try:
@@ -143,13 +144,13 @@ def _scratch_gradebooks() -> None:
 def main() -> int:
     _scratch_gradebooks()
     for line in sys.stdin:
-        job = json.loads(line)
-        os.environ["JUPYTER_PATH"] = job["jupyter_path"]
-        os.environ[SLOT_ENV] = str(job.get("slot", 0))
+        job = GradingJob.from_json(json.loads(line))
+        os.environ["JUPYTER_PATH"] = str(job.jupyter_path)
+        os.environ[SLOT_ENV] = str(job.slot)
         try:
-            reply = {"job": job["job"], "ok": True, **grade(job)}
+            reply = {"job": job.number, "ok": True, **grade(job)}
         except Exception as error:  # reported to the parent, which records the submission as failed
-            reply = {"job": job["job"], **fault_report(error)}
+            reply = {"job": job.number, **fault_report(error)}
         _reap_children()
         # Libraries may print too: the parent reads only lines that carry this prefix.
         sys.stdout.write(RESULT + json.dumps(reply) + "\n")
