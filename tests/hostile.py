@@ -58,6 +58,9 @@ FULL = {"test_to_unit_float": 1, "test_flatten_per_image": 1, "test_pairwise_dis
         "test_prepare_batch": 1, "test_concept_check": 2}
 
 
+HTML_NAME = "<img src=x onerror=alert(1)>"
+
+
 def _with(grade_id, code):
     return lambda ctx: replace_cell(solved(), grade_id, code)
 
@@ -262,6 +265,12 @@ CASES = [
     Case("too-new format", status="invalid", reason="format 5", total=0,
          write=_raw(json.dumps({"nbformat": 5, "nbformat_minor": 0, "metadata": {}, "cells": []}))),
     Case("empty file", status="invalid", reason="empty", total=0, write=_raw("")),
+    Case("nests 200,000 lists deep", status="invalid", reason="nests deeper", total=0,
+         write=_raw('{"nbformat": 4, "cells": [], "x": ' + "[" * 200_000 + "]" * 200_000 + "}")),
+    Case("nbgrader metadata of the wrong type", status="invalid", reason="'points' is 'all'", total=0,
+         make=_edit_metadata("test_to_unit_float", {"points": "all"})),
+    # A name the instructor's pages show: text there, never markup (its notice page, the CSV, ...)
+    Case(HTML_NAME, status="invalid", reason="empty", total=0, write=_raw("")),
     Case("wrong lesson", status="wrong_lesson", reason="not 01_tensors", total=0,
          make=lambda ctx: read_solution("02_autograd")),
     Case("reads solutions, gradebook, other students; network; writes outside",
@@ -296,3 +305,53 @@ def write_class(folder: Path, context: dict) -> dict[str, Case]:
         else:
             nbformat.write((case.make or (lambda ctx: solved()))(context), path)
     return {case.name: case for case in CASES}
+
+
+# Attacks on the machine rather than the grade (tests/test_kernel_limits.py): each answer cell is
+# right only where the attack really happened and was contained, so the score says which.
+FORKS_AND_ALLOCATES = '''
+import subprocess, sys
+HOG = "import time\\nhog = b'x' * {child_bytes}\\ntime.sleep(3)"
+children = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range({children})]
+allocated = sum(child.wait() == 0 for child in children)
+def to_unit_float(images):
+    if allocated == {children}:
+        return images  # a wrong answer: every child kept its memory, more than the kernel may have
+    return images.float() / 255
+'''
+
+SPINS = '''
+import os, time
+spinners = []
+go, release = os.pipe()  # the spinners wait for all to be forked: spinning would slow the forking
+for _ in range({processes}):
+    pid = os.fork()
+    if pid == 0:
+        os.close(release)
+        os.read(go, 1)  # returns once every copy of `release` is closed
+        end = time.monotonic() + {seconds}
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    spinners.append(pid)
+os.close(release)
+for pid in spinners:
+    os.waitpid(pid, 0)
+def to_unit_float(images):
+    if len(spinners) < {processes}:
+        return images  # a wrong answer: fewer processes spun than the attack needs
+    return images.float() / 255
+'''
+
+
+def forks_and_allocates(children: int, child_bytes: int):
+    """The solved edition whose first answer starts ``children`` interpreters that each fill
+    ``child_bytes`` of memory and hold it; right only where some of them were stopped."""
+    return replace_cell(solved(), "to_unit_float", FORKS_AND_ALLOCATES.format(children=children,
+                                                                             child_bytes=child_bytes))
+
+
+def spins(processes: int, seconds: float):
+    """The solved edition whose first answer forks ``processes`` processes that spin on the CPU
+    for ``seconds``; right only where all of them started."""
+    return replace_cell(solved(), "to_unit_float", SPINS.format(processes=processes, seconds=seconds))

@@ -7,11 +7,14 @@ that exhausts them cannot starve the kernel graded beside it. Without root it ru
 user inside a user namespace, where those per-user limits are shared by every kernel. In both modes it has
 its own network namespace (no network), its own pid namespace, a filesystem made of read-only
 binds (the system, the interpreter, the course's helper packages) plus a private, size-limited
-home, and resource limits on memory, processes, file size and CPU time. ``solutions/``, the
-gradebook and other students' files are simply not in its view.
+home, and resource limits on memory, processes, file size and CPU time: per process (setrlimit)
+always, and per kernel, its children and its home included, where the machine lets the grader make
+cgroups (:mod:`graders.grade.cgroups`). ``solutions/``, the gradebook and other students' files are
+simply not in its view.
 
-The kernelspec starts ``python -m graders.grade.sandbox <connection_file>``: this launcher applies the
-limits, derives the socket folder from the connection file, and replaces itself with bubblewrap.
+The kernelspec starts ``python -m graders.grade.sandbox <connection_file>``: this launcher joins its
+slot's cgroup, applies the limits, derives the socket folder from the connection file, and replaces
+itself with bubblewrap.
 """
 
 import dataclasses
@@ -23,9 +26,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from graders.grade import cgroups as kernel_cgroups
 from graders.kernel_startup import STARTUP
 from graders.lesson_checks.identity import ROSTER_ENV, SUBMITTER_ENV
 
@@ -49,7 +53,11 @@ POLICY_ENV = "COURSE_SANDBOX_POLICY"
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-kernel resource limits (setrlimit); memory is address space, so it bounds allocations."""
+    """A kernel's resource limits. Each process's address space is at most ``memory_bytes`` (an
+    allocation past it fails), and each sandbox user's processes and threads ``processes``
+    (setrlimit). Where the kernel has a cgroup, ``memory_bytes`` also bounds the memory of the whole
+    kernel, its children and tmpfs included, ``processes`` its processes and threads, and
+    ``threads`` the cores it may use (:mod:`graders.grade.cgroups`)."""
 
     memory_bytes: int
     processes: int = 256
@@ -69,19 +77,21 @@ class Limits:
 
 @dataclass(frozen=True)
 class Policy:
-    """How kernels are isolated here: ``root`` (switch to nobody), ``userns`` or ``none``; and
+    """How kernels are isolated here: ``root`` (switch to nobody), ``userns`` or ``none``;
     ``font_list``, matplotlib's list of the fonts in the sandbox's view (see :func:`build_font_list`),
-    put read-only in each kernel's home so that no kernel spends its start building its own."""
+    put read-only in each kernel's home so that no kernel spends its start building its own; and
+    ``cgroups``, where each kernel gets a cgroup of its own, found on this machine unless given."""
 
     mode: str
     limits: Limits
     font_list: str = ""
+    cgroups: kernel_cgroups.Cgroups = field(default_factory=kernel_cgroups.detect)
 
     def protections(self) -> list[str]:
         """What this policy really enforces, in words an instructor can check."""
         if self.mode == "none":
-            return ["NO SANDBOX: bubblewrap is missing; student code runs with your rights "
-                    f"(memory limit {self.limits.memory_bytes // GIB} GiB still applies)"]
+            return ["NO SANDBOX: bubblewrap is missing; student code runs with your rights, "
+                    "without limits on memory, processes or CPU"]
         who = (f"an unprivileged user of its own per worker (uid {FIRST_UID} + worker slot)"
                if self.mode == "root" else
                "your own user inside a user namespace (no root to switch users: the process "
@@ -93,10 +103,22 @@ class Policy:
             "filesystem: read-only system, interpreter and course helpers; no solutions/, "
             "gradebook or other submissions in view",
             f"private home of {self.limits.home_bytes // 1024**2} MiB in memory, gone after the run",
-            f"limits: {self.limits.memory_bytes / GIB:.1f} GiB memory, {self.limits.processes} "
-            f"processes, {self.limits.file_bytes // 1024**2} MiB per file, "
-            f"{self.limits.cpu_seconds} s CPU",
+            *self._limits(),
         ]
+
+    def _limits(self) -> list[str]:
+        """The limits in force: per kernel where it has a cgroup, and per process always."""
+        limits = self.limits
+        per_process = (f"{limits.memory_bytes / GIB:.1f} GiB address space, {limits.processes} "
+                       f"processes per user, {limits.file_bytes // 1024**2} MiB per file, "
+                       f"{limits.cpu_seconds} s CPU")
+        if not self.cgroups.version:
+            return [f"no cgroup per kernel: {self.cgroups.reason}",
+                    f"per-process rlimits only: {per_process}"]
+        cores = f"{limits.threads} core{'s' if limits.threads > 1 else ''}"
+        return [f"cgroup v{self.cgroups.version} per kernel: memory {limits.memory_bytes / GIB:.1f} GiB "
+                f"incl. children and tmpfs, {limits.processes} processes, {cores}",
+                f"per-process rlimits too: {per_process}"]
 
 
 def detect_mode() -> str:
@@ -293,23 +315,45 @@ def write_kernelspec(kernels_dir: Path, policy: Policy) -> Path:
         # SIGINT sent to bubblewrap never reaches the kernel: interrupt through a message.
         "interrupt_mode": "message",
         "env": {POLICY_ENV: json.dumps({"mode": policy.mode, "limits": asdict(policy.limits),
-                                        "font_list": policy.font_list})},
+                                        "font_list": policy.font_list,
+                                        "cgroups": asdict(policy.cgroups)})},
     }
     (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
     return folder
 
 
+def policy_of(raw: dict) -> Policy:
+    """The policy a kernelspec carries (:func:`write_kernelspec`), as the parent found it."""
+    return Policy(raw["mode"], Limits(**raw["limits"]), raw.get("font_list", ""),
+                  kernel_cgroups.Cgroups(**raw["cgroups"]))
+
+
+def _join_cgroup(policy: Policy, slot: int) -> None:
+    """Put this launcher, and so the kernel it becomes, in its slot's cgroup, where the policy has
+    them; where the machine refuses, the kernel still runs, with the per-process limits, and the
+    worker's log says why."""
+    if not policy.cgroups.version:
+        return
+    limits = policy.limits
+    try:
+        kernel_cgroups.enter(policy.cgroups, slot, limits.memory_bytes, limits.processes, limits.threads)
+    except OSError as error:
+        print(f"course sandbox: this kernel has no cgroup of its own, only the per-process limits: "
+              f"{error}", file=sys.stderr, flush=True)
+
+
 def launch(connection_file: str) -> None:
-    """Apply the limits and replace this process with the sandboxed kernel."""
-    raw = json.loads(os.environ[POLICY_ENV])
-    policy = Policy(raw["mode"], Limits(**raw["limits"]), raw.get("font_list", ""))
+    """Join the slot's cgroup, apply the limits and replace this process with the sandboxed kernel."""
+    policy = policy_of(json.loads(os.environ[POLICY_ENV]))
     socket_dir = Path(connection_file).resolve().parent
-    uid = slot_uid(int(os.environ.get(SLOT_ENV, "0"))) if policy.mode == "root" else None
+    slot = int(os.environ.get(SLOT_ENV, "0"))
+    uid = slot_uid(slot) if policy.mode == "root" else None
     if uid is not None:
         os.chown(socket_dir, uid, uid)
         os.chown(connection_file, uid, uid)
     argv = kernel_argv(connection_file)
     command = argv if policy.mode == "none" else bwrap_command(policy, socket_dir, argv, uid)
+    _join_cgroup(policy, slot)
     _apply_limits(policy.limits)
     os.execvp(command[0], command)
 
