@@ -17,6 +17,7 @@ import pytest
 from hostile import (
     CASES,
     FULL,
+    HTML_NAME,
     IDENTITY_CASES,
     LESSON,
     QUESTIONS,
@@ -125,6 +126,9 @@ def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
         assert not leaked, f"{row.student}: hidden test lines in the feedback: {leaked[:2]}"
     blank = (feedback / f"{hostile_class['rows']['blank'].student_id}.html").read_text()
     assert "ESCRIBE TU CÓDIGO AQUÍ" in blank  # the Spanish edition's own feedback
+    notice = (feedback / f"{hostile_class['rows'][HTML_NAME].student_id}.html").read_text()
+    assert escape(HTML_NAME) in notice
+    assert not [page.name for page in hostile_class["out"].rglob("*.html") if HTML_NAME in page.read_text()]
 
 
 def test_marker_text_a_student_quotes_costs_neither_grade_nor_feedback(hostile_class):

@@ -8,6 +8,7 @@ with what is missing, and a submission whose file changed is graded again.
 """
 
 import compileall
+import html
 import json
 import os
 import shutil
@@ -201,9 +202,9 @@ class Classroom:
         row = self._row(submission, "partial" if incidents else "graded", "; ".join(notes), cells)
         row.draw = recorded_draw(nbformat.read(outcome.reply["autograded"], 4))
         feedback = outcome.reply.get("feedback")
-        html = Path(feedback).read_text() if feedback and Path(feedback).exists() else None
+        page = Path(feedback).read_text() if feedback and Path(feedback).exists() else None
         self.record(submission, row, Path(outcome.reply["autograded"]),
-                    html or _notice_html(submission.student, row, FEEDBACK_MISSING))
+                    page or _notice_html(submission.student, row, FEEDBACK_MISSING))
         return row
 
     def _feedback_fault(self, submission: Submission, fault: dict) -> str:
@@ -247,8 +248,8 @@ class Classroom:
                 grade.needs_manual_grade = False
             gradebook.db.commit()
         row.cells = {name: [scores[name], maximum] for name, maximum in self.grade_cells.items()}
-        html = self.out / "feedback" / f"{sid}.html"
-        html.write_text(feedback_html or _notice_html(submission.student, row))
+        page = feedback_html or _notice_html(submission.student, row)
+        (self.out / "feedback" / f"{sid}.html").write_text(page)
         self.state[sid] = {"student": row.student, "digest": row.digest, "status": row.status,
                            "reason": row.reason, "cells": row.cells, "draw": row.draw}
         partial = self.state_path.with_suffix(".partial")
@@ -270,10 +271,12 @@ def identities(submission: Submission) -> tuple[str, ...]:
 
 def _notice_html(student: str, row: Row, reason: str | None = None) -> str:
     """Feedback for a submission that could not run, or whose feedback could not be generated:
-    the recorded score and the reason (``row.reason`` unless given), in both languages."""
+    the recorded score and the reason (``row.reason`` unless given), in both languages. The name
+    and the reason come from the student's file: escaped, they are text in any browser."""
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Feedback</title></head><body>"
-            f"<h1>{student}</h1><p><b>{row.total:g} / {sum(m for _, m in row.cells.values()):g}</b> "
-            f"({row.status})</p><p>Motivo / reason: {reason or row.reason}</p></body></html>")
+            f"<h1>{html.escape(student)}</h1><p><b>{row.total:g} / "
+            f"{sum(m for _, m in row.cells.values()):g}</b> ({html.escape(row.status)})</p>"
+            f"<p>Motivo / reason: {html.escape(reason or row.reason)}</p></body></html>")
 
 
 def _validate_reply(reply: dict, grade_cells: dict) -> None:
