@@ -309,6 +309,20 @@ class ShortcutUsed(RuntimeError):
     """An answer called a function that does the exercise's work, switched off inside its check."""
 
 
+@dataclasses.dataclass(frozen=True)
+class JudgedCall:
+    """An exercise the course's judge decides from data (graders/judge/calls.py): ``grade_cell``'s
+    points need ``function`` (the notebook's) to return, on the judge's inputs (``inputs`` draws a
+    list of argument tuples from a generator), what the reference in ``answer_cell`` returns, within
+    ``tolerance`` (``torch.testing.assert_close``'s)."""
+
+    grade_cell: str
+    function: str
+    answer_cell: str
+    inputs: object
+    tolerance: dict = dataclasses.field(default_factory=dict)
+
+
 def both(es: str, en: str, *, more: str | None = None) -> dict:
     """A text in the two editions' languages, as ``say`` and ``fail`` take it; ``more`` names the
     exercise whose second hint the student can ask for."""

@@ -88,6 +88,10 @@ def _after_grading(args, out: Path, rows, cells) -> tuple[list[str], list]:
     analysis = item_analysis.analyse(out / "nbgrader", args.lesson, rows, cells)
     paths = item_analysis.write_report(analysis, out)
     lines = [f"Items:      {paths['html']} (what the class got wrong; also .csv and .png)"]
+    if analysis.tampering:
+        lines.append(f"Tampering:  {len(analysis.tampering)} submission(s) whose code reaches for the "
+                     "grader's machinery: " + ", ".join(sorted(analysis.tampering))
+                     + " (graded like any other; grades.csv's tampering column says what)")
     earlier = None
     if args.earlier_submissions:
         scratch = out / "scratch" / "earlier"

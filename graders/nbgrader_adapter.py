@@ -166,6 +166,13 @@ def submission_scores(course_dir: Path, lesson: str, student: str) -> dict:
         return {g.name: (g.score, g.max_score) for g in notebook.grades}
 
 
+def set_auto_score(course_dir: Path, lesson: str, student: str, grade_id: str, score: float) -> None:
+    """Record the score the judge decided for one grade cell of a graded submission."""
+    with gradebook(course_dir) as book:
+        book.find_grade(grade_id, lesson, lesson, student).auto_score = score
+        book.db.commit()
+
+
 def cell_meta(cell) -> dict:
     """A cell's nbgrader metadata, ``{}`` for a cell nbgrader does not know."""
     return cell.get("metadata", {}).get("nbgrader", {}) or {}

@@ -208,6 +208,38 @@ COPIED = 2 * len(set(draw(QUESTIONS, "ana")) & set(draw(QUESTIONS, "ben"))) / 5
 IDENTITY_CASES = [Case("ana", make=answering("ana", "ana")),
                   Case("ben", {"test_concept_check": round(COPIED, 2)}, make=answering("ana", "ana")),
                   Case("cruz", make=answering("Cruzz", "Cruzz"))]
+# dan also tells the kernel he is ana, and prints what the kernel knows of the class and a record of
+# a draw: none of it reaches the judge, which knows who submitted.
+CLAIMS = ('import os\nos.environ["COURSE_SUBMITTER"] = \'["ana"]\'\n'
+          'print("roster:", os.environ.get("COURSE_ROSTER"))\n'
+          'print(\'concept draw: {"identity": "ana", "status": "own", "named": ""}\')\n')
+COPIED_BY_DAN = 2 * len(set(draw(QUESTIONS, "ana")) & set(draw(QUESTIONS, "dan"))) / 5
+
+
+def claiming(ctx=None):
+    nb = answering("ana", "ana")(ctx)
+    return replace_cell(nb, "to_unit_float", CLAIMS + TO_UNIT_FLOAT)
+
+
+IDENTITY_CASES.append(Case("dan", {"test_concept_check": round(COPIED_BY_DAN, 2)}, make=claiming))
+
+
+# The kernel's message layer rewritten (issue 32): no error or result reaches the grader, and every
+# execute_reply says "ok". Stock nbgrader scores a blank notebook 11/11 with it; the judge decides
+# every point it can from data, so only the cells that rest on the kernel's word alone are forged.
+MESSAGE_LAYER = """
+from jupyter_client.session import Session
+_send = Session.send
+def _forged(self, stream, msg_or_type, content=None, *args, **kwargs):
+    kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get("msg_type", "")
+    if kind in ("error", "execute_result"):
+        return None
+    if kind == "execute_reply" and isinstance(content, dict):
+        content = {**content, "status": "ok"}
+    return _send(self, stream, msg_or_type, content, *args, **kwargs)
+Session.send = _forged
+"""
+KERNEL_WORD_ONLY = {"test_from_numpy_pair": 1}  # the point the judge does not decide in this lesson
 
 
 def _hooked(hook: str, answered: bool):
@@ -291,6 +323,9 @@ CASES = [
     # hidden tests in the feedback. Each hook alone: tests/test_kernel_startup.py.
     Case("every hook at once, blank", total=0, make=_hooked("\n".join(HOOKS.values()), answered=False)),
     Case("every hook at once, answered", make=_hooked("\n".join(HOOKS.values()), answered=True)),
+    Case("rewrites the message layer, blank", {**dict.fromkeys(FULL, 0), **KERNEL_WORD_ONLY},
+         make=_hooked(MESSAGE_LAYER, answered=False)),
+    Case("rewrites the message layer, answered", make=_hooked(MESSAGE_LAYER, answered=True)),
     *IDENTITY_CASES,
 ]
 

@@ -30,9 +30,11 @@ from hostile import (
 from lesson_files import replace_cell, write
 
 from graders.grade.classroom import FEEDBACK_MISSING, Classroom, Options, grade_class
-from graders.grade.results import CSV_DRAW, identity_notes
+from graders.grade.results import CSV_DRAW, CSV_LEADS, identity_notes
 from graders.lesson_checks.questions import draw
 from graders.lessons import ROOT, solution_path
+from graders.nbgrader_adapter import grade_id as grade_id_of
+from graders.nbgrader_adapter import submission_path
 from graders.notebook_grading.redacted_feedback import hidden_lines
 
 # The class grader runs its own parallel workers, which mostly wait on their kernels: `make test`
@@ -109,8 +111,18 @@ def test_grades_csv_lists_every_student(hostile_class):
     with open(hostile_class["csv"], encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["student"] for r in rows] == sorted(c.name for c in CASES)
-    assert list(rows[0]) == ["student", "student_id", *FULL, "total", "max", "status", "reason", *CSV_DRAW]
+    assert list(rows[0]) == ["student", "student_id", *FULL, "total", "max", "status", "reason", *CSV_DRAW,
+                             *CSV_LEADS]
     assert {r["max"] for r in rows} == {"11"}
+
+
+def test_code_that_reaches_for_the_machinery_is_a_lead_beside_its_grade(hostile_class):
+    rows = hostile_class["rows"]
+    for name in ("monkeypatches the checks", "every hook at once, blank", "every hook at once, answered",
+                 "__eq__ always True"):
+        assert rows[name].tampering, f"{name}: no lead"
+    assert "a module rewritten: torch.testing.assert_close = …" in rows["monkeypatches the checks"].tampering
+    assert rows["correct"].tampering == [] and rows["blank"].tampering == []
 
 
 def test_feedback_exists_for_everyone_and_hides_hidden_tests(hostile_class):
@@ -283,7 +295,21 @@ def test_a_copied_notebook_is_graded_on_its_submitters_questions_and_named(hosti
     notes = identity_notes(list(rows.values()))
     assert any(note.startswith("ben: answered another student's questions (ana's)") for note in notes)
     assert any(note.startswith("cruz: its STUDENT_ID names no one in the class") for note in notes)
-    assert len(notes) == 2, notes
+    assert rows["dan"].draw == {"identity": "dan", "status": "another_student", "named": "ana",
+                                "questions": draw(QUESTIONS, "dan")}
+    assert len(notes) == 3, notes
+
+
+def test_no_classmate_reaches_a_kernel_and_no_printed_draw_is_recorded(hostile_class):
+    """dan told his kernel he was ana and printed what it knew of the class: nothing."""
+    course = hostile_class["out"] / "nbgrader"
+    dan = hostile_class["rows"]["dan"].student_id
+    autograded = nbformat.read(submission_path(course, "autograded", dan, LESSON), 4)
+    printed = "".join(output.get("text", "") for cell in autograded.cells
+                      for output in cell.get("outputs", []))
+    assert "roster: None" in printed
+    concept = next(cell for cell in autograded.cells if grade_id_of(cell) == "test_concept_check")
+    assert "Graded by the course's judge" in concept.outputs[0]["text"]
 
 
 def test_stock_nbgrader_gives_the_copier_the_same_scores(hostile_class, course_dir, tmp_path):

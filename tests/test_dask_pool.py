@@ -53,7 +53,7 @@ def _job(tmp_path, **changes) -> GradingJob:
         master=tmp_path / "course", template_db=tmp_path / "t.db", work_dir=tmp_path / "w",
         socket_dir=tmp_path / "s", jupyter_path=tmp_path / "j", cell_timeout=60, notebook_timeout=600,
         sandbox="on", kernel_name="course-sandbox", submitter=("Ana", "ana-123"),
-        roster=(("Ana", "ana-123"), ("Ben",)), slot=2), **changes)
+        roster=(("Ana", "ana-123"), ("Ben",)), judge_secret="term", slot=2), **changes)
 
 
 def test_a_job_round_trips_through_json_equal_to_itself(tmp_path):

@@ -20,9 +20,10 @@ from pathlib import Path
 import nbformat
 
 from graders import nbgrader_adapter as adapter
+from graders.grade import tampering
 from graders.grade.job import GradingJob
 from graders.grade.pool import Outcome, WorkerPool
-from graders.grade.results import DONE, Row, recorded_draw, write_csv
+from graders.grade.results import DONE, Row, write_csv
 from graders.grade.sandbox import (
     KERNEL_NAME,
     Limits,
@@ -32,6 +33,7 @@ from graders.grade.sandbox import (
     write_kernelspec,
 )
 from graders.grade.submissions import Submission, find_submissions, validate_notebook
+from graders.judge.calls import class_secret
 from graders.lessons import BUILD, ROOT
 from graders.nbgrader_settings import CELL_TIMEOUT_S, NOTEBOOK_TIMEOUT_S
 from graders.release.editions import build_course
@@ -96,6 +98,7 @@ class Classroom:
         for folder in (self.scratch, self.out / "feedback", self.out / "logs"):
             folder.mkdir(parents=True, exist_ok=True)
         submissions = find_submissions(self.o.submissions, self.o.lesson, self.scratch)
+        self.judge_secret = class_secret(self.out)
         self.roster = tuple(identities(s) for s in submissions)
         if submissions and not self.o.scheduler:
             self.pool = WorkerPool(min(self.o.workers, len(submissions)), self.out / "logs",
@@ -178,7 +181,8 @@ class Classroom:
                           socket_dir=sockets / str(number), jupyter_path=(self.scratch / "jupyter").resolve(),
                           cell_timeout=self.o.cell_timeout, notebook_timeout=self.o.notebook_timeout,
                           sandbox="off" if self.policy.mode == "none" else "on", kernel_name=KERNEL_NAME,
-                          submitter=identities(submission), roster=self.roster)
+                          submitter=identities(submission), roster=self.roster,
+                          judge_secret=self.judge_secret)
 
     def _record_outcome(self, submission: Submission, outcome: Outcome) -> Row:
         if outcome.detail:
@@ -200,7 +204,7 @@ class Classroom:
         fault = outcome.reply.get("feedback_fault")
         notes = [*incidents, *([self._feedback_fault(submission, fault)] if fault else [])]
         row = self._row(submission, "partial" if incidents else "graded", "; ".join(notes), cells)
-        row.draw = recorded_draw(nbformat.read(outcome.reply["autograded"], 4))
+        row.draw = outcome.reply.get("draw", {})
         feedback = outcome.reply.get("feedback")
         page = Path(feedback).read_text() if feedback and Path(feedback).exists() else None
         self.record(submission, row, Path(outcome.reply["autograded"]),
@@ -279,6 +283,9 @@ def _notice_html(student: str, row: Row, reason: str | None = None) -> str:
             f"<p>Motivo / reason: {html.escape(reason or row.reason)}</p></body></html>")
 
 
+DRAW_TEXT = ("identity", "status", "named")
+
+
 def _validate_reply(reply: dict, grade_cells: dict) -> None:
     """What comes back from a worker is data: check its shape before it touches the gradebook."""
     cells = reply.get("cells")
@@ -288,6 +295,11 @@ def _validate_reply(reply: dict, grade_cells: dict) -> None:
         score, maximum = pair
         if float(maximum) != float(grade_cells[name]) or not 0 <= float(score or 0) <= float(maximum):
             raise ValueError(f"worker returned {score}/{maximum} for {name}")
+    draw = reply.get("draw", {})
+    if not (isinstance(draw, dict) and all(isinstance(draw.get(key, ""), str) for key in DRAW_TEXT)
+            and isinstance(draw.get("questions", []), list)
+            and all(isinstance(qid, str) for qid in draw.get("questions", []))):
+        raise ValueError("worker returned a malformed draw")
     fault = reply.get("feedback_fault")
     if fault is not None and not (isinstance(fault, dict) and isinstance(fault.get("cause"), str)
                                   and isinstance(fault.get("error"), str)):
@@ -305,9 +317,12 @@ def grade_class(options: Options) -> tuple[list[Row], Path]:
         room.close()
     rows = room.rows(submissions)
     platforms = {s.student_id: s for s in submissions}
+    released = room.master / "release" / options.lesson / f"{options.lesson}.ipynb"
     for row in rows:
-        row.platform_id, row.platform = (platforms[row.student_id].platform_id,
-                                         platforms[row.student_id].platform)
+        submission = platforms[row.student_id]
+        row.platform_id, row.platform = submission.platform_id, submission.platform
+        if row.status not in ("invalid", "wrong_lesson"):
+            row.tampering = tampering.findings(submission.path, released)
     return rows, write_csv(rows, room.grade_cells, room.out / "grades.csv")
 
 

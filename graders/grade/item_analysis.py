@@ -87,6 +87,7 @@ class ItemAnalysis:
     analysed: int
     left_out: dict  # status -> submissions not analysed (they never ran: invalid, wrong lesson…)
     identity_notes: list = field(default_factory=list)  # notebooks not answering their own questions
+    tampering: dict = field(default_factory=dict)  # student → what their code reaches for (leads)
 
     @property
     def flagged(self) -> list:
@@ -285,7 +286,8 @@ def analyse(course_dir: Path, lesson: str, rows: list, grade_cells: dict) -> Ite
                  for found, score in zip(failures, scores, strict=True)
                  if score < points and name not in found]
         items.append(_item(name, float(points), scores, totals, lost))
-    return ItemAnalysis(lesson, items, len(analysed), dict(left_out), identity_notes(rows))
+    return ItemAnalysis(lesson, items, len(analysed), dict(left_out), identity_notes(rows),
+                        {row.student: row.tampering for row in rows if row.tampering})
 
 
 # -- the report -----------------------------------------------------------------------------
@@ -417,6 +419,17 @@ def _identities_html(analysis: ItemAnalysis) -> str:
     return f"<h2>Concept questions: whose were answered</h2><ul>{notes}</ul>"
 
 
+def _tampering_html(analysis: ItemAnalysis) -> str:
+    if not analysis.tampering:
+        return ""
+    leads = "".join(f"<li><b>{html.escape(student)}</b><ul>"
+                    + "".join(f"<li><code>{html.escape(lead)}</code></li>" for lead in found) + "</ul></li>"
+                    for student, found in sorted(analysis.tampering.items()))
+    return ("<h2>Code that reaches for the grader's machinery</h2><p>Graded like any other: points "
+            "are not decided by what a kernel reports. Leads for a human, not verdicts.</p>"
+            f"<ul>{leads}</ul>")
+
+
 def write_html(analysis: ItemAnalysis, path: Path, picture: Path) -> Path:
     left_out = ", ".join(f"{count} {status}" for status, count in sorted(analysis.left_out.items()))
     flagged = analysis.flagged
@@ -425,7 +438,8 @@ def write_html(analysis: ItemAnalysis, path: Path, picture: Path) -> Path:
     path.write_text(_PAGE.format(
         lesson=html.escape(analysis.lesson), analysed=analysis.analysed,
         left_out=f" (not analysed, their notebooks never ran: {left_out})" if left_out else "",
-        flag_line=flag_line, picture=html.escape(picture.name), identities=_identities_html(analysis),
+        flag_line=flag_line, picture=html.escape(picture.name),
+        identities=_identities_html(analysis) + _tampering_html(analysis),
         rows="\n".join(_table_row(item) for item in analysis.items),
         messages="\n".join(_messages_html(item) for item in analysis.items), **COLOURS),
         encoding="utf-8")

@@ -31,7 +31,9 @@ class GradingJob:
     instructor's ``--sandbox off``), and the sandbox's ``kernel_name`` when on.
 
     Who wrote it: ``submitter``, the names the student may write in ``STUDENT_ID``, and ``roster``,
-    every student's, for the grading kernel's identity check (graders/lesson_checks/identity.py).
+    every student's, for the judge's identity check (graders/judge/concepts.py); no kernel sees them.
+
+    What the judge draws its inputs from: ``judge_secret``, the class's (graders/judge/calls.py).
     """
 
     number: int
@@ -49,6 +51,7 @@ class GradingJob:
     kernel_name: str
     submitter: tuple[str, ...]
     roster: tuple[tuple[str, ...], ...]
+    judge_secret: str
     slot: int = 0
 
     def to_json(self) -> dict:

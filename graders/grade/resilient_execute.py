@@ -15,6 +15,7 @@ Every code cell that did not run ends with an error output, so no grade cell pas
 """
 
 import copy
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -25,10 +26,15 @@ from jupyter_client import AsyncKernelManager
 from nbclient.util import run_sync
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer, Unicode, default
+from traitlets import Bool, Integer, List, Unicode, default
 
 from graders.grade.sandbox import use_unix_sockets
+from graders.judge import wire
 from graders.nbgrader_settings import NOTEBOOK_TIMEOUT_S
+
+# The judge's calls run tiny inputs: an honest one answers in milliseconds. Each stops itself in
+# the kernel after JUDGE_CALL_S; the grader waits twice that before it interrupts the kernel.
+JUDGE_CALL_S = 5
 
 INCIDENT = "CourseGraderIncident"
 
@@ -85,6 +91,11 @@ class ResilientExecute(Execute):
     raise_on_iopub_timeout = Bool(False).tag(config=True)
     socket_root = Unicode("", help="folder for per-kernel unix sockets (ipc transport)").tag(config=True)
     start_attempts = Integer(3, help="kernel starts tried before the submission fails").tag(config=True)
+    judge_file = Unicode("", help="where the judge's data goes: the kernel's values of judge_names, "
+                         "asked for once the last cell ran (graders/judge/wire.py)").tag(config=True)
+    judge_names = List(Unicode(), help="the notebook's names the judge asks for").tag(config=True)
+    judge_calls = Unicode("[]", help="the calls the judge asks the kernel to make, as JSON "
+                          "(graders/judge/calls.py)").tag(config=True)
 
     def __init__(self, **kwargs):
         # nbgrader's Execute forces its own kernel manager class through the same argument.
@@ -148,7 +159,58 @@ class ResilientExecute(Execute):
             raise NotebookTimeout()
         self._running = index
         self._cell_bytes = 0
-        return super().preprocess_cell(cell, resources, index)
+        result = super().preprocess_cell(cell, resources, index)
+        if index == len(self.nb.cells) - 1 and self.judge_file:
+            self._running = None  # what the probe meets is the judge's to report, not a cell's incident
+            Path(self.judge_file).write_text(json.dumps(run_sync(self._async_probe)()))
+        return result
+
+    async def _async_probe(self) -> dict:
+        """What the judge asked for, once every cell has run: the notebook's values of
+        ``judge_names``, then each call of ``judge_calls``, each its own silent execution whose
+        result comes back in the reply, so that one call that hangs or kills the kernel costs only
+        its own cell. ``{"values": JSON or None, "calls": {cell: JSON}, "why": what went wrong}``."""
+        found, why = {"values": None, "calls": {}}, []
+        asked = [("values", wire.probe(list(self.judge_names), []), 2 * JUDGE_CALL_S)] + [
+            (call["cell"], wire.probe([], [call], JUDGE_CALL_S), 2 * JUDGE_CALL_S * len(call["args"]))
+            for call in json.loads(self.judge_calls)]
+        for part, code, seconds in asked:
+            try:
+                sent = json.loads(await self._async_ask(code, seconds))
+                if part == "values":
+                    found["values"] = sent["values"]
+                else:
+                    found["calls"][part] = sent["calls"][part]
+            except KernelStuck as error:
+                why.append(f"{part}: {error}")
+                break
+            except Exception as error:  # a dead kernel, a broken protocol, a forged reply
+                why.append(f"{part}: {type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}")
+        return {**found, "why": "; ".join(why)}
+
+    async def _async_ask(self, code: str, seconds: float) -> str:
+        """The JSON text the kernel's probe made, within ``seconds``; past it, the kernel is
+        interrupted and the answer given up (:class:`KernelStuck` if it ignores the interrupt)."""
+        msg_id = self.kc.execute(code, silent=True, store_history=False,
+                                 user_expressions={"judge": wire.RESULT})
+        reply = await self._reply_to(msg_id, seconds)
+        if reply is None:
+            await self.km.interrupt_kernel()
+            if await self._reply_to(msg_id, self.interrupt_grace) is None:
+                raise KernelStuck(f"still busy {self.interrupt_grace} s after being interrupted")
+            raise TimeoutError(f"no answer within {seconds} s")
+        return wire.reply_text((reply["content"].get("user_expressions") or {}).get("judge"))
+
+    async def _reply_to(self, msg_id: str, seconds: float) -> dict | None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = await self.kc.shell_channel.get_msg(timeout=left)
+            except (TimeoutError, Exception):
+                return None
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
+        return None
 
     def output(self, outs, msg, display_id, cell_index):
         out = super().output(outs, msg, display_id, cell_index)

@@ -1,11 +1,8 @@
 """A class's results: one row per student, the grades CSV, the summary table and the score picture."""
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from graders.lesson_checks.identity import DRAW_LINE
 
 # A "failed" submission (the grader itself broke) is tried again on the next run.
 DONE = ("graded", "partial", "invalid", "wrong_lesson", "timeout")
@@ -16,6 +13,8 @@ CSV_TAIL = ("total", "max", "status", "reason")
 # Whose concept questions were graded (graders/lesson_checks/identity.py): for whom they were drawn,
 # why (own, submitter, another_student, unknown), the name the notebook gave, and which questions.
 CSV_DRAW = ("questions_for", "questions_status", "questions_named", "questions")
+# What the submission's code reaches for of the grader's machinery (graders/grade/tampering.py).
+CSV_LEADS = ("tampering",)
 
 
 @dataclass
@@ -30,37 +29,28 @@ class Row:
     cells: dict = field(default_factory=dict)
     platform_id: str = ""  # the learning platform's id of the student (see submissions.py)
     platform: str = ""  # the platform that id comes from
-    draw: dict = field(default_factory=dict)  # the concept questions graded: recorded_draw()
+    draw: dict = field(default_factory=dict)  # the concept questions the judge graded
+    tampering: list = field(default_factory=list)  # leads for the instructor, never a score
 
     @property
     def total(self) -> float:
         return sum(score for score, _ in self.cells.values())
 
 
-def recorded_draw(nb) -> dict:
-    """What the concept grade cell printed about the draw it graded (``identity``, ``status``,
-    ``named``, ``questions``), or ``{}`` for a notebook that never got there."""
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            for line in (output.get("text") or "").splitlines():
-                if line.startswith(DRAW_LINE):
-                    return json.loads(line.removeprefix(DRAW_LINE))
-    return {}
-
-
 def write_csv(rows: list[Row], grade_cells: dict, path: Path) -> Path:
-    """student, student_id, one column per exercise, total, max, status, reason, then whose concept
-    questions were graded."""
+    """student, student_id, one column per exercise, total, max, status, reason, whose concept
+    questions were graded, then what the code reaches for of the grader's machinery."""
     names = list(grade_cells)
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow([*CSV_FIXED, *names, *CSV_TAIL, *CSV_DRAW])
+        writer.writerow([*CSV_FIXED, *names, *CSV_TAIL, *CSV_DRAW, *CSV_LEADS])
         for row in rows:
             writer.writerow([row.student, row.student_id,
                              *(f"{row.cells.get(n, [0.0])[0]:g}" for n in names),
                              f"{row.total:g}", f"{sum(grade_cells.values()):g}", row.status, row.reason,
                              row.draw.get("identity", ""), row.draw.get("status", ""),
-                             row.draw.get("named", ""), " ".join(row.draw.get("questions", []))])
+                             row.draw.get("named", ""), " ".join(row.draw.get("questions", [])),
+                             "; ".join(row.tampering)])
     return path
 
 

@@ -31,7 +31,6 @@ from pathlib import Path
 
 from graders.grade import cgroups as kernel_cgroups
 from graders.kernel_startup import STARTUP
-from graders.lesson_checks.identity import ROSTER_ENV, SUBMITTER_ENV
 
 KERNEL_NAME = "course-sandbox"
 # Unprivileged uids, one per worker slot: Debian reserves 65000-65533 and gives them to no one.
@@ -276,8 +275,8 @@ def bwrap_command(policy: Policy, socket_dir: Path, argv: list[str], uid: int | 
                 "--setenv", "MPLBACKEND", "module://matplotlib_inline.backend_inline"]
     # Workers share the cores: more threads per kernel than that only adds contention.
     command += ["--setenv", "OMP_NUM_THREADS", str(policy.limits.threads)]
-    # the lesson's settings, and whose notebook it is (graders/lesson_checks/identity.py)
-    for name in ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR", SUBMITTER_ENV, ROSTER_ENV):
+    # the lesson's settings only: who submitted and who is in the class stay with the judge
+    for name in ("COURSE_FAST", "COURSE_DEVICE", "COURSE_DATA_DIR"):
         if name in os.environ:
             command += ["--setenv", name, os.environ[name]]
     if policy.mode == "root":

@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import unicodedata
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,8 +225,10 @@ def _verdict(path: Path, lesson: str, lesson_grade_ids: set[str]) -> Verdict:
         return Verdict("invalid", f"notebook format {major!r:.20}.{minor!r:.20} is not the 4.x this "
                        "course uses: open it in JupyterLab and save it again")
     try:
-        nb = nbformat.reads(json.dumps(raw), as_version=4)
-        nbformat.validate(nb)
+        with warnings.catch_warnings():  # cells without ids (before format 4.5) are still a notebook
+            warnings.simplefilter("ignore", nbformat.validator.MissingIDFieldWarning)
+            nb = nbformat.reads(json.dumps(raw), as_version=4)
+            nbformat.validate(nb)
     except Exception as error:  # nbformat raises several types for a malformed notebook
         return Verdict("invalid", f"not a valid notebook: {_first_line(error)}")
     if problem := _metadata_problem(nb):

@@ -8,7 +8,6 @@ That gradebook is scratch: the parent copies the scores into the class's gradebo
 must survive a crash. A worker writes its scratch gradebooks without waiting for the disk.
 """
 
-import contextlib
 import json
 import os
 import shutil
@@ -18,12 +17,16 @@ import time
 import traceback
 from pathlib import Path
 
+import nbformat
+from nbformat.v4 import new_output
+
 from graders import nbgrader_adapter as adapter
 from graders.grade.job import GradingJob
 from graders.grade.resilient_execute import INCIDENT
 from graders.grade.sandbox import SLOT_ENV
+from graders.judge import calls, concepts, wire
 from graders.kernel_startup import KERNEL_ARGUMENTS
-from graders.lesson_checks.identity import ROSTER_ENV, SUBMITTER_ENV
+from graders.release.editions import edition_language
 
 # A grading kernel keeps no input history on disk (a sandboxed one has no disk to keep it on).
 KERNEL_HISTORY = "--HistoryManager.hist_file=:memory:"
@@ -36,6 +39,9 @@ def grading_config(course_dir: Path, job: GradingJob):
     c.ResilientExecute.timeout = job.cell_timeout
     c.ResilientExecute.notebook_timeout = job.notebook_timeout
     c.ResilientExecute.socket_root = str(job.socket_dir)
+    c.ResilientExecute.judge_file = str(job.work_dir / JUDGE_FILE)
+    c.ResilientExecute.judge_names = concepts.NAMES
+    c.ResilientExecute.judge_calls = json.dumps(calls.probe_calls(job.lesson, job.judge_secret))
     if job.sandbox != "off":
         c.ResilientExecute.kernel_name = job.kernel_name
     else:
@@ -67,30 +73,76 @@ def grade(job: GradingJob) -> dict:
     lesson, sid = job.lesson, job.student_id
     course_dir = _private_course(job)
     api = adapter.api(course_dir, c=grading_config(course_dir, job))
-    with whose_notebook(job):
-        adapter.autograde(api, lesson, sid)
+    adapter.autograde(api, lesson, sid)
+    judged = judge(course_dir, job)
     cells = {name: list(pair) for name, pair in adapter.submission_scores(course_dir, lesson, sid).items()}
     autograded = adapter.submission_path(course_dir, "autograded", sid, lesson)
     incidents = [o["evalue"] for c in json.loads(autograded.read_text())["cells"]
                  for o in c.get("outputs", []) if o.get("ename") == INCIDENT]
-    return {"cells": cells, "incidents": sorted(set(incidents)), "autograded": str(autograded),
+    return {"cells": cells, "incidents": sorted(set(incidents)), "autograded": str(autograded), **judged,
             **feedback_or_fault(api, lesson, sid), "seconds": time.perf_counter() - start}
 
 
-@contextlib.contextmanager
-def whose_notebook(job: GradingJob):
-    """The grading kernel learns whose notebook it runs, and who else is in the class, from the
-    environment it inherits (graders/lesson_checks/identity.py): one job at a time per process."""
-    names = {SUBMITTER_ENV: job.submitter, ROSTER_ENV: job.roster}
-    saved = {name: os.environ.pop(name, None) for name in names}
-    os.environ.update({name: json.dumps(value) for name, value in names.items() if value})
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None)
-            if value is not None:
-                os.environ[name] = value
+JUDGE_FILE = "judge.json"
+
+
+def judge(course_dir: Path, job: GradingJob) -> dict:
+    """The judge's verdicts, put in the scratch gradebook and in the autograded notebook (the
+    feedback shows them) before the scores are read; ``{"draw": ...}`` for the CSV. Who submitted and
+    who is in the class come from the job, never from the kernel."""
+    lesson, sid = job.lesson, job.student_id
+    source = course_dir / "source" / lesson / f"{lesson}.ipynb"
+    values, returned, why = _judge_data(job.work_dir / JUDGE_FILE)
+    autograded = adapter.submission_path(course_dir, "autograded", sid, lesson)
+    nb = nbformat.read(autograded, 4)
+    language = edition_language(nb) if edition_language(nb) in concepts.WORDS else "en"
+    points = adapter.grade_cells(course_dir, lesson)
+    kernel = {cell: score or 0.0 for cell, (score, _) in
+              adapter.submission_scores(course_dir, lesson, sid).items()}
+    judged = calls.cell_scores(lesson, job.judge_secret, source, returned, points)
+    words = calls.WORDS[language]
+    told = {cell: [words["differs" if cell in returned else "no_data"].format(why=why)]
+            for cell, score in judged.items() if score < kernel[cell]}
+    scores = {cell: min(score, kernel[cell]) for cell, score in judged.items()}
+    decided = {}
+    concept = concepts.concept_cell(nbformat.read(source, 4).cells)
+    if concept is not None:
+        verdict = concepts.verdict(concept, values, why, list(job.submitter), [list(s) for s in job.roster],
+                                   points[concept.grade_id], language)
+        scores[concept.grade_id], decided = verdict.score, {"draw": verdict.draw}
+    for cell, score in scores.items():
+        adapter.set_auto_score(course_dir, lesson, sid, cell, score)
+    for graded in nb.cells:
+        if concept is not None and adapter.grade_id(graded) == concept.grade_id:
+            graded.outputs = [_said(verdict.lines)]
+        elif adapter.grade_id(graded) in told:
+            graded.outputs.append(_said(told[adapter.grade_id(graded)]))
+    nbformat.write(nb, autograded)
+    return decided
+
+
+def _said(lines: list[str]):
+    return new_output("stream", name="stdout", text="\n".join(lines) + "\n")
+
+
+def _judge_data(path: Path) -> tuple[dict | None, dict, str]:
+    """The kernel's values (``None`` when they never came or were not plain data) and each call's
+    results that came back as plain data, decoded; and what went wrong."""
+    if not path.exists():
+        return None, {}, "the notebook did not run to its end"
+    sent = json.loads(path.read_text())
+    why, values, returned = [sent["why"]] if sent["why"] else [], None, {}
+    if sent["values"] is not None:
+        try:
+            values = wire.decode_reply(json.dumps({"values": sent["values"], "calls": {}}))[0]
+        except wire.Malformed as error:
+            why.append(str(error))
+    for cell, results in sent["calls"].items():
+        try:
+            returned |= wire.decode_reply(json.dumps({"values": {}, "calls": {cell: results}}))[1]
+        except wire.Malformed as error:
+            why.append(f"{cell}: {error}")
+    return values, returned, "; ".join(why) or "no answer"
 
 
 def feedback_or_fault(api, lesson: str, sid: str) -> dict:

@@ -7,6 +7,7 @@ hand, what autograd itself computes on the same network. No reference implementa
 """
 
 import contextlib
+import functools
 import math
 from unittest import mock
 
@@ -582,3 +583,29 @@ def check_manual_backward_edge_cases(manual_backward) -> None:
                                kept=True, label="a batch of one example")
     check_manual_backward_case(manual_backward, network_case(generator, dead=2), kept=True,
                                label="hidden units 0 and 1 dead on every example")
+
+
+# -------------------------------------------------------------------- decided by the judge
+# When a class is graded, these exercises' points also need the student's function to return what
+# the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
+def _networks(generator, dead: bool = False):
+    """Inputs of ``manual_backward``: a batch, its classes and a two-layer network's parameters;
+    ``dead``: some hidden units never fire (their ReLU passes no gradient)."""
+    cases = []
+    for _ in range(2):
+        n, d, h, c = (int(v) for v in torch.randint(2, 7, (4,), generator=generator))
+        b1 = torch.randn(h, generator=generator)
+        if dead:
+            b1[: h // 2] = -100.0
+        cases.append((torch.randn(n, d, generator=generator), torch.randint(0, c, (n,), generator=generator),
+                      torch.randn(h, d, generator=generator), b1, torch.randn(c, h, generator=generator),
+                      torch.randn(c, generator=generator)))
+    return cases
+
+
+JUDGED = [
+    checks.JudgedCall("test_manual_backward_output", "manual_backward", "manual_backward", _networks,
+                      {"rtol": 1e-4, "atol": 1e-5}),
+    checks.JudgedCall("test_manual_backward_hidden", "manual_backward", "manual_backward",
+                      functools.partial(_networks, dead=True), {"rtol": 1e-4, "atol": 1e-5}),
+]

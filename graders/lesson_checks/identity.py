@@ -1,23 +1,18 @@
 """Who a notebook's student is, kernel side: whose concept questions are drawn and graded.
 
 The notebook names its student in ``STUDENT_ID``, or, on a JupyterHub, by the hub user. A grading
-run that knows the submitter (``course grade`` through ``COURSE_SUBMITTER`` and ``COURSE_ROSTER``;
-stock ``nbgrader autograde`` through its course directory) grades the submitter's own draw when the
-notebook names another student of the class, and the notebook's draw, flagged for the instructor,
-when it names no one in the class (:func:`whose_draw`). Imports nothing heavy: the class grader reads
-:data:`DRAW_LINE` and sets the variables.
+run that knows the submitter grades the submitter's own draw when the notebook names another
+student of the class, and the notebook's draw, flagged for the instructor, when it names no one in
+the class (:func:`whose_draw`). ``course grade`` decides it in its judge (graders/judge/concepts.py),
+from what it alone knows: no classmate's name enters a grading kernel. Stock ``nbgrader autograde``
+decides it here, from its course directory. Imports nothing heavy.
 """
 
 import dataclasses
-import json
 import os
 import sqlite3
 import unicodedata
 from pathlib import Path
-
-SUBMITTER_ENV, ROSTER_ENV = "COURSE_SUBMITTER", "COURSE_ROSTER"
-# The line a grading run prints, for the class grader to record: a fixed prefix, then JSON.
-DRAW_LINE = "concept draw: "
 
 
 def normalized(identity) -> str:
@@ -77,8 +72,6 @@ def _stock_nbgrader() -> tuple[list[str], list[list[str]]] | None:
 
 
 def grader_knowledge() -> tuple[list[str] | None, list[list[str]]]:
-    """``(the submitter's identities, the roster)`` as the grading run knows them, or ``(None, [])``
-    when this is not a grading run (the student's own, ``make check``)."""
-    if os.environ.get(SUBMITTER_ENV):
-        return json.loads(os.environ[SUBMITTER_ENV]), json.loads(os.environ.get(ROSTER_ENV, "[]"))
+    """``(the submitter's identities, the roster)`` as stock ``nbgrader autograde`` knows them, or
+    ``(None, [])`` elsewhere (the student's own run, ``make check``, ``course grade``'s kernels)."""
     return _stock_nbgrader() or (None, [])

@@ -895,3 +895,40 @@ def check_skipped_steps(skipped_steps) -> None:
     check_skipped(skipped_steps, [1.0, 1.0, 1.0, 1.0], [])
     check_skipped(skipped_steps, [65536.0], [])
     check_skipped(skipped_steps, *scales_of_a_run(checks.fresh_generator(), 12))
+
+
+# -------------------------------------------------------------------- decided by the judge
+# When a class is graded, these exercises' points also need the student's function to return what
+# the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
+def _shapes_and_dtypes(generator):
+    dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.float64, torch.int64)
+    return [(tuple(int(v) for v in torch.randint(1, 50, (rank,), generator=generator)), dtype)
+            for rank, dtype in zip((1, 2, 3, 4, 2, 1), dtypes, strict=True)]
+
+
+def _magnitudes(generator):
+    """float32 values from 1e-10 to 1e6 in size, either sign, and zeros: every fate in fp16."""
+    exponents = torch.empty(40).uniform_(-10, 6, generator=generator)
+    signs = torch.randint(0, 2, (40,), generator=generator) * 2 - 1
+    values = signs * torch.pow(10.0, exponents)
+    values[torch.randint(0, 40, (3,), generator=generator)] = 0.0
+    return [(values.float().reshape(5, 8),)]
+
+
+def _scale_logs(generator):
+    """Loss-scale logs as a GradScaler writes them: kept, halved after an overflow, doubled."""
+    logs = []
+    for length in (int(v) for v in torch.randint(2, 20, (3,), generator=generator)):
+        scale, log = 65536.0, []
+        for move in torch.randint(0, 4, (length,), generator=generator).tolist():
+            log.append(scale)
+            scale = scale / 2 if move == 0 else scale * 2 if move == 1 else scale
+        logs.append((log,))
+    return logs
+
+
+JUDGED = [
+    checks.JudgedCall("test_tensor_bytes", "tensor_bytes", "tensor_bytes", _shapes_and_dtypes),
+    checks.JudgedCall("test_fp16_fate_values", "fp16_fate", "fp16_fate", _magnitudes),
+    checks.JudgedCall("test_skipped_steps", "skipped_steps", "skipped_steps", _scale_logs),
+]

@@ -8,6 +8,7 @@ answer's run. The reference implementations stay in the hidden tests of the grad
 """
 
 import contextlib
+import functools
 import math
 import pickle
 import tempfile
@@ -907,3 +908,23 @@ def check_bce_gradient(bce_with_logits, shape=None) -> None:
         checks.check_close(leaf.grad, _library_bce(logits, targets)[1], rtol=1e-5, atol=1e-7, hint=hint,
                            name=checks.both(f"gradiente de {call} respecto a los logits: (σ(z) − y) / N",
                                             f"gradient of {call} with respect to the logits: (σ(z) − y) / N"))
+
+
+# -------------------------------------------------------------------- decided by the judge
+# When a class is graded, these exercises' points also need the student's function to return what
+# the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
+def _logits(generator, scale: float):
+    """Inputs of ``bce_with_logits``: logits around ``scale`` in size, and 0/1 targets."""
+    cases = []
+    for n in (int(v) for v in torch.randint(3, 20, (2,), generator=generator)):
+        targets = torch.randint(0, 2, (n,), generator=generator).float()
+        cases.append((torch.randn(n, generator=generator) * scale, targets))
+    return cases
+
+
+JUDGED = [
+    checks.JudgedCall("test_bce_values", "bce_with_logits", "bce_with_logits",
+                      functools.partial(_logits, scale=3.0)),
+    checks.JudgedCall("test_bce_large_logits", "bce_with_logits", "bce_with_logits",
+                      functools.partial(_logits, scale=150.0)),
+]

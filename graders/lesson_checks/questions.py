@@ -17,7 +17,6 @@ never goes below zero. A constant or random answer earns nothing on average.
 import dataclasses
 import functools
 import hashlib
-import json
 import math
 import numbers
 import random
@@ -29,7 +28,6 @@ import torch
 from course.settings import say
 from graders import checks
 from graders.lesson_checks.identity import (
-    DRAW_LINE,
     grader_knowledge,
     normalized,
     notebook_identity,
@@ -244,8 +242,9 @@ def check_concepts(module: str, answers, student_id) -> None:
 
 def grade_concepts(module: str, answers, student_id, truths: dict, points: float) -> float:
     """The hidden part: the score of the draw the grader decides on (:func:`whose_draw`). Prints
-    whose questions were graded and how each went (never the right answers), and a line for the
-    class grader; the returned number is the cell's score, as nbgrader reads it."""
+    whose questions were graded and how each went (never the right answers); the returned number is
+    the cell's score, as nbgrader reads it. ``course grade``'s judge decides the cell again, outside
+    the kernel (graders/judge/concepts.py)."""
     words = _words()
     decided = whose_draw(student_id, *grader_knowledge())
     drawn = draw(module, decided.identity)
@@ -254,5 +253,4 @@ def grade_concepts(module: str, answers, student_id, truths: dict, points: float
         print(words[decided.status].format(named=repr(decided.named), who=repr(decided.identity)))
     print(words["graded"].format(who=repr(decided.identity),
                                  **{mark: ", ".join(ids) or "-" for mark, ids in marks.items()}))
-    print(DRAW_LINE + json.dumps({**dataclasses.asdict(decided), "questions": drawn}, ensure_ascii=False))
     return earned

@@ -1207,3 +1207,32 @@ def check_top_by_memory(top_by_memory) -> None:
     model, x, y, label = _mlp_case(generator)
     check_top_on(top_by_memory, profile_of_a_step(model, x, y), _draw(generator, 2, 5),
                  f"profile of a training step: {label}, x {tuple(x.shape)}")
+
+
+# -------------------------------------------------------------------- decided by the judge
+# When a class is graded, these exercises' points also need the student's function to return what
+# the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
+def _splits(generator, shuffle: bool):
+    """Every rank's call of ``shard_indices`` for a few splits of random size."""
+    calls = []
+    for _ in range(2):
+        n, replicas = _draw(generator, 5, 40), _draw(generator, 2, 6)
+        options = (True, _draw(generator, 0, 99), _draw(generator, 0, 9)) if shuffle else ()
+        calls += [(n, replicas, rank, *options) for rank in range(replicas)]
+    return calls
+
+
+def _gradients_per_rank(generator):
+    ranks, rows, columns = _draw(generator, 2, 5), _draw(generator, 1, 4), _draw(generator, 1, 4)
+    return [([{"weight": torch.randn(rows, columns, generator=generator),
+               "bias": torch.randn(rows, generator=generator)} for _ in range(ranks)],)]
+
+
+JUDGED = [
+    checks.JudgedCall("test_shard_indices_in_order", "shard_indices", "shard_indices",
+                      functools.partial(_splits, shuffle=False)),
+    checks.JudgedCall("test_shard_indices_shuffled", "shard_indices", "shard_indices",
+                      functools.partial(_splits, shuffle=True)),
+    checks.JudgedCall("test_average_gradients", "average_gradients", "average_gradients",
+                      _gradients_per_rank),
+]

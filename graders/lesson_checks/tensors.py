@@ -37,6 +37,59 @@ def _sizes(generator, count: int, low: int, high: int) -> list[int]:
     return torch.randint(low, high + 1, (count,), generator=generator).tolist()
 
 
+# -------------------------------------------------------------------- decided by the judge
+# When a class is graded, these exercises' points also need the student's function to return what
+# the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
+def _images(generator):
+    return [(torch.randint(0, 256, (*_sizes(generator, 2, 1, 4), *_sizes(generator, 2, 2, 9)),
+                           generator=generator, dtype=torch.uint8),) for _ in range(2)]
+
+
+def _batches(generator):
+    return [(torch.randn(*_sizes(generator, rank, 1, 5), generator=generator),) for rank in (2, 3, 5)]
+
+
+def _point_sets(generator):
+    return [(torch.randn(n, d, generator=generator, dtype=torch.float64),
+             torch.randn(m, d, generator=generator, dtype=torch.float64))
+            for n, m, d in (_sizes(generator, 3, 1, 9) for _ in range(3))]
+
+
+def _layers(generator):
+    cases = []
+    for lead in ([_sizes(generator, 1, 1, 8)[0]], _sizes(generator, 2, 1, 4)):
+        n_in, n_out = _sizes(generator, 2, 1, 7)
+        weight = torch.randn(n_out, n_in, generator=generator)
+        cases.append((torch.randn(*lead, n_in, generator=generator), weight,
+                      torch.randn(n_out, generator=generator)))
+    return cases
+
+
+def _count_tables(generator):
+    cases = []
+    for dtype in (torch.float32, torch.float64):
+        counts = torch.rand(*_sizes(generator, 2, 2, 8), generator=generator, dtype=dtype) * 10
+        counts[_sizes(generator, 1, 0, counts.shape[0] - 1)[0]] = 0
+        cases.append((counts,))
+    return cases
+
+
+def _raw_batches(generator):
+    return [(torch.randn(*_sizes(generator, 2, 1, 6), generator=generator, dtype=torch.float64) * 9,
+             torch.randint(0, 10, tuple(_sizes(generator, 1, 1, 6)), generator=generator, dtype=torch.uint8),
+             torch.device("cpu"))]
+
+
+JUDGED = [
+    checks.JudgedCall("test_to_unit_float", "to_unit_float", "to_unit_float", _images),
+    checks.JudgedCall("test_flatten_per_image", "flatten_per_image", "flatten_per_image", _batches),
+    checks.JudgedCall("test_pairwise_distances", "pairwise_distances", "pairwise_distances", _point_sets),
+    checks.JudgedCall("test_linear_forward", "linear_forward", "linear_forward", _layers),
+    checks.JudgedCall("test_normalize_rows", "normalize_rows", "normalize_rows", _count_tables),
+    checks.JudgedCall("test_prepare_batch", "prepare_batch", "prepare_batch", _raw_batches),
+]
+
+
 @checks.keeps_random_state
 def check_to_unit_float(to_unit_float) -> None:
     """0 → 0.0 and 255 → 1.0 in float32, every value scaled alike, the input untouched."""

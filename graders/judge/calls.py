@@ -1,0 +1,165 @@
+"""Exercises the judge decides from data: it chooses inputs, the kernel calls the student's function
+on them and sends back what it returned, and the judge compares that with what the reference
+solution returns for the same inputs, run here.
+
+A lesson's judged exercises are :class:`graders.checks.JudgedCall` entries in its check module's
+``JUDGED``, beside the kernel-side checks of the same exercises. The inputs are drawn from the class's secret
+(:func:`class_secret`), the same for every student of a class and different from one term's secret
+to the next, so that last term's printed values pass nothing; the reference's outcomes are computed
+once per class and process (:func:`expected`).
+
+A judged grade cell scores what the kernel's checks gave it, at most: its points when every call
+matched the reference, else nothing. What the kernel reports can only take points away (a spy, a
+switched-off shortcut); it never grants one alone.
+"""
+
+import functools
+import hashlib
+import importlib
+import math
+import os
+import secrets
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import torch
+
+from graders.checks import JudgedCall
+from graders.judge import wire
+from graders.lessons import lesson_names
+from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
+
+WORDS = {
+    "es": {"differs": "El juez llamó a tu función con entradas suyas y el resultado no es el de la "
+                      "solución (o la llamada falló): la celda no puntúa.",
+           "no_data": "El juez no recibió los resultados de tu función ({why}): la celda no puntúa."},
+    "en": {"differs": "The judge called your function on inputs of its own and the result is not the "
+                      "reference's (or the call failed): the cell earns nothing.",
+           "no_data": "The judge did not receive your function's results ({why}): the cell earns nothing."},
+}
+SECRET_ENV = "COURSE_JUDGE_SECRET"
+SECRET_FILE = "judge_secret"
+
+
+def judged(lesson: str) -> list[JudgedCall]:
+    """The lesson's judged exercises (its check module's ``JUDGED``, none if it has no such list)."""
+    module = importlib.import_module(f"graders.lesson_checks.{lesson_names(lesson).check_module}")
+    return list(getattr(module, "JUDGED", ()))
+
+
+def class_secret(out_dir: Path) -> str:
+    """The secret the class's inputs are drawn from: ``COURSE_JUDGE_SECRET`` (one per term, set by the
+    instructor), else one made for this results folder and kept there (0600), so a class graded
+    again meets the same inputs."""
+    if os.environ.get(SECRET_ENV):
+        return os.environ[SECRET_ENV]
+    path = Path(out_dir) / SECRET_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_hex(16))
+    return path.read_text().strip()
+
+
+def _generator(secret: str, call: JudgedCall) -> torch.Generator:
+    seed = hashlib.sha256(f"{secret}\0{call.grade_cell}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(seed[:8], "big"))
+
+
+@functools.cache
+def requests(lesson: str, secret: str) -> dict:
+    """``{grade cell: [args, ...]}``: the inputs of every judged call of the class."""
+    return {call.grade_cell: call.inputs(_generator(secret, call)) for call in judged(lesson)}
+
+
+@functools.cache
+def expected(source: Path, lesson: str, secret: str) -> dict:
+    """``{grade cell: [result, ...]}``: what the reference (the answer cells of ``source``, the
+    lesson's solutions) returns for each call's inputs."""
+    cells = {grade_id(cell): cell.source for cell in nbformat.read(source, 4).cells}
+    results = {}
+    for call in judged(lesson):
+        namespace = {"torch": torch, "np": np, "nn": torch.nn, "F": torch.nn.functional, "math": math}
+        exec(compile(cells[call.answer_cell], f"<reference {call.answer_cell}>", "exec"), namespace)
+        reference = namespace[call.function]
+        results[call.grade_cell] = [reference(*args) for args in requests(lesson, secret)[call.grade_cell]]
+    return results
+
+
+def probe_calls(lesson: str, secret: str) -> list[dict]:
+    """The calls as the kernel's probe makes them: the function's name and its inputs as plain data."""
+    asked = requests(lesson, secret)
+    return [{"cell": call.grade_cell, "function": call.function,
+             "args": [[wire.encode(arg) for arg in args] for args in asked[call.grade_cell]]}
+            for call in judged(lesson)]
+
+
+def _number(value):
+    """A plain number from an int, a float or a one-element tensor; ``None`` from anything else."""
+    if type(value) is torch.Tensor and value.numel() == 1:
+        return value.item()
+    return value if type(value) in (int, float) else None
+
+
+def matches(got, want, tolerance: dict) -> bool:
+    """Whether a returned value is the reference's: tensors by ``assert_close`` (dtype and device
+    included), numbers by value in any numeric form, sequences and dicts item by item, anything
+    else by equality; a refused value never is."""
+    if isinstance(want, torch.Tensor):
+        if type(got) is not torch.Tensor:
+            return False
+        try:
+            torch.testing.assert_close(got, want, **tolerance)
+        except AssertionError:
+            return False
+        return True
+    if type(want) in (int, float):
+        number = _number(got)
+        return number is not None and math.isclose(number, want, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(want, tuple | list):
+        return isinstance(got, tuple | list) and len(got) == len(want) and all(
+            matches(g, w, tolerance) for g, w in zip(got, want, strict=True))
+    if isinstance(want, dict):
+        return isinstance(got, dict) and set(got) == set(want) and all(
+            matches(got[key], want[key], tolerance) for key in want)
+    return not isinstance(got, wire.Refused) and type(got) is type(want) and got == want
+
+
+def cell_scores(lesson: str, secret: str, source: Path, returned: dict | None, points: dict) -> dict:
+    """``{grade cell: the judge's score}`` from what the kernel ``returned`` (``{grade cell: [result
+    or an error, ...]}``, ``None`` when nothing came back): a cell's points when every call matched."""
+    want = expected(source, lesson, secret)
+    scores = {}
+    for call in judged(lesson):
+        got = (returned or {}).get(call.grade_cell)
+        right = isinstance(got, list) and len(got) == len(want[call.grade_cell]) and all(
+            matches(g, w, call.tolerance) for g, w in zip(got, want[call.grade_cell], strict=True))
+        scores[call.grade_cell] = float(points[call.grade_cell]) if right else 0.0
+    return scores
+
+
+def coverage(lesson: str) -> tuple[float, float, list[str]]:
+    """``(points, points the judge decides, the grade cells resting on the kernel's word alone)``."""
+    from graders.judge.concepts import concept_cell
+    from graders.lessons import solution_path
+
+    source = nbformat.read(solution_path(lesson), 4)
+    points = {grade_id(cell): float(cell.metadata["nbgrader"].get("points", 0)) for cell in source.cells
+              if is_grade_cell(cell) and not is_solution_cell(cell)}
+    concept = concept_cell(source.cells)
+    judged_cells = {call.grade_cell for call in judged(lesson)} | ({concept.grade_id} if concept else set())
+    return (sum(points.values()), sum(points[cell] for cell in judged_cells),
+            sorted(set(points) - judged_cells))
+
+
+if __name__ == "__main__":
+    from graders.lessons import LESSONS
+
+    totals = [0.0, 0.0]
+    for name in LESSONS:
+        total, decided, left = coverage(name)
+        totals = [totals[0] + total, totals[1] + decided]
+        print(f"{name:<20} {decided:>4g} of {total:>3g} points decided by the judge; on the kernel's word: "
+              + (", ".join(left) or "none"))
+    print(f"{'course':<20} {totals[1]:>4g} of {totals[0]:>3g} ({totals[1] / totals[0]:.0%})")
