@@ -202,6 +202,7 @@ class ResilientExecute(Execute):
         return wire.reply_text((reply["content"].get("user_expressions") or {}).get("judge"))
 
     async def _reply_to(self, msg_id: str, seconds: float) -> dict | None:
+        """The kernel's reply to ``msg_id`` on the shell channel, ``None`` if none comes in ``seconds``."""
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             try:
@@ -233,16 +234,7 @@ class ResilientExecute(Execute):
 
     async def _kernel_answers(self, grace: float) -> bool:
         """Whether the kernel answers a kernel_info request within ``grace`` seconds."""
-        msg_id = self.kc.kernel_info()
-        deadline = time.monotonic() + grace
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                msg = await self.kc.shell_channel.get_msg(timeout=left)
-            except (TimeoutError, Exception):
-                return False
-            if msg["parent_header"].get("msg_id") == msg_id:
-                return True
-        return False
+        return await self._reply_to(self.kc.kernel_info(), grace) is not None
 
     def _explain(self, error, index) -> str:
         from nbclient.exceptions import DeadKernelError
