@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import sys
 import time
 import traceback
@@ -117,7 +118,10 @@ def judge(course_dir: Path, job: GradingJob) -> dict:
             graded.outputs = [_said(verdict.lines)]
         elif adapter.grade_id(graded) in told:
             graded.outputs.append(_said(told[adapter.grade_id(graded)]))
+    mode = autograded.stat().st_mode  # nbgrader leaves it read-only, which binds all but root
+    autograded.chmod(mode | stat.S_IWUSR)
     nbformat.write(nb, autograded)
+    autograded.chmod(mode)
     return decided
 
 
