@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 
 from graders.nbgrader_adapter import is_grade_cell, is_solution_cell
+from graders.release.translation import python_body
 
 # dotted name (or its first parts) → what it reaches for, in an instructor's words
 REACHES = {
@@ -95,9 +96,9 @@ def _imports(tree) -> dict:
 
 def _parsed(source: str):
     """A cell's syntax tree (IPython's magics and shell lines left out), ``None`` if it has none."""
+    body = python_body(source)
     try:
-        return ast.parse("\n".join("pass" if line.lstrip().startswith(("%", "!")) else line
-                                   for line in source.splitlines()))
+        return None if body is None else ast.parse(body)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

@@ -27,7 +27,9 @@ import torch
 
 from graders.checks import JudgedCall
 from graders.judge import wire
-from graders.lessons import lesson_names
+from graders.judge.concepts import concept_cell
+from graders.lesson_checks.questions import plain_number
+from graders.lessons import lesson_names, solution_path
 from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 
 WORDS = {
@@ -95,13 +97,6 @@ def probe_calls(lesson: str, secret: str) -> list[dict]:
             for call in judged(lesson)]
 
 
-def _number(value):
-    """A plain number from an int, a float or a one-element tensor; ``None`` from anything else."""
-    if type(value) is torch.Tensor and value.numel() == 1:
-        return value.item()
-    return value if type(value) in (int, float) else None
-
-
 def matches(got, want, tolerance: dict) -> bool:
     """Whether a returned value is the reference's: tensors by ``assert_close`` (dtype and device
     included), numbers by value in any numeric form, sequences and dicts item by item, anything
@@ -115,7 +110,7 @@ def matches(got, want, tolerance: dict) -> bool:
             return False
         return True
     if type(want) in (int, float):
-        number = _number(got)
+        number = plain_number(got)
         return number is not None and math.isclose(number, want, rel_tol=1e-6, abs_tol=1e-9)
     if isinstance(want, tuple | list):
         return isinstance(got, tuple | list) and len(got) == len(want) and all(
@@ -141,9 +136,6 @@ def cell_scores(lesson: str, secret: str, source: Path, returned: dict | None, p
 
 def coverage(lesson: str) -> tuple[float, float, list[str]]:
     """``(points, points the judge decides, the grade cells resting on the kernel's word alone)``."""
-    from graders.judge.concepts import concept_cell
-    from graders.lessons import solution_path
-
     source = nbformat.read(solution_path(lesson), 4)
     points = {grade_id(cell): float(cell.metadata["nbgrader"].get("points", 0)) for cell in source.cells
               if is_grade_cell(cell) and not is_solution_cell(cell)}

@@ -85,7 +85,8 @@ FORMS = {
 }
 
 
-def _number(value):
+def plain_number(value):
+    """A real number from a number or a one-element tensor; ``None`` from anything else."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     return value if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
@@ -105,7 +106,7 @@ def as_answer(question: Question, value):
             isinstance(d, int) and not isinstance(d, bool) for d in value)
         return tuple(value) if ok else None
     if question.kind in ("int", "float"):
-        number = _number(value)
+        number = plain_number(value)
         if question.kind == "int" and number is not None:
             return int(number) if float(number).is_integer() else None
         return None if number is None else float(number)

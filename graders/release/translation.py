@@ -59,7 +59,7 @@ def reads_as_prose(text: str) -> bool:
     return bool(re.search(r"\b[A-Za-z]{3,}\b", FIELD.sub("", text)))
 
 
-def _python_body(source: str) -> str | None:
+def python_body(source: str) -> str | None:
     """The cell as Python the tokenizer can read, same offsets (magic lines blanked), or None."""
     lines = source.split("\n")
     first = lines[0].strip()
@@ -145,7 +145,7 @@ def _string_tokens(python: str):
 
 def code_texts(source: str) -> list[CodeText]:
     """The comments, docstrings and label strings of a cell that read as prose."""
-    python = _python_body(source)
+    python = python_body(source)
     if python is None:
         return []
     offsets, hidden = _offsets(python), _solution_rows(python)
@@ -197,9 +197,9 @@ def translate_source(source: str, catalogue: dict) -> str:
         if text.is_comment and "\n" in replacement:
             raise TranslationError(f"the translation of the comment {text.key!r} must be one line")
         translated = translated[:text.start] + replacement + translated[text.end:]
-    if _python_body(translated) is not None:
+    if python_body(translated) is not None:
         try:
-            ast.parse(_python_body(translated))
+            ast.parse(python_body(translated))
         except SyntaxError as error:
             raise TranslationError(f"a translation breaks the code of this cell ({error}); "
                                    "check its quotes and line breaks") from error
