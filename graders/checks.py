@@ -312,15 +312,26 @@ class ShortcutUsed(RuntimeError):
 @dataclasses.dataclass(frozen=True)
 class JudgedCall:
     """An exercise the course's judge decides from data (graders/judge/calls.py): ``grade_cell``'s
-    points need ``function`` (the notebook's) to return, on the judge's inputs (``inputs`` draws a
-    list of argument tuples from a generator), what the reference in ``answer_cell`` returns, within
-    ``tolerance`` (``torch.testing.assert_close``'s)."""
+    points need the notebook's ``function`` (a function, a class or any value it defines) to give,
+    on the judge's inputs (``inputs`` draws a list of argument tuples from a generator), what the
+    reference in ``answer_cell`` (a grade id, or several run in order) gives, within ``tolerance``
+    (``torch.testing.assert_close``'s).
+
+    What it gives is what it returns, or, with an ``outcome``, what ``outcome(answer, *args)``
+    returns: a module-level function of a check module that runs the answer on plain inputs (builds
+    the model, the loader, the optimizer from them, calls the answer) and returns plain data about
+    what happened (the weights after the steps, the mode, the logits). It runs in the student's
+    kernel on the student's answer and in the judge on the reference's. ``accept(got, want)``, when
+    given, replaces equality with the reference by the properties an answer free in its form must
+    have (``want`` is the reference's outcome)."""
 
     grade_cell: str
     function: str
-    answer_cell: str
+    answer_cell: str | tuple[str, ...]
     inputs: object
     tolerance: dict = dataclasses.field(default_factory=dict)
+    outcome: object = None
+    accept: object = None
 
 
 def both(es: str, en: str, *, more: str | None = None) -> dict:

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 from lesson_files import LESSONS, hidden_answers, read_solution, solved_edition
+from wrong_answers import WRONG_ANSWERS
 
 from graders.judge import calls, concepts, wire
 from graders.judge.wire import Malformed, Refused
 from graders.lesson_checks.questions import draw
 from graders.lessons import lesson_names, solution_path
-from graders.nbgrader_adapter import grade_id
 
 LESSON = "01_tensors"
 MODULE = f"graders.lesson_checks.{lesson_names(LESSON).check_module}"
@@ -191,6 +191,15 @@ def test_a_wrong_a_raising_or_a_lying_answer_loses_its_cell_only():
         "test_to_unit_float", "test_pairwise_distances", "test_linear_forward"]
 
 
+def test_an_outcome_judges_what_the_answer_does_not_only_what_it_returns():
+    copies = _judged(_kernel_with({"from_numpy_pair": lambda array: (torch.tensor(array),) * 2}))
+    views = _judged(_kernel_with({"from_numpy_pair": lambda array: (torch.from_numpy(array),) * 2}))
+    other_way = _judged(_kernel_with({"from_numpy_pair": lambda array: (torch.as_tensor(array),
+                                                                        torch.from_numpy(array.copy()))}))
+    assert (copies["test_from_numpy_pair"], views["test_from_numpy_pair"],
+            other_way["test_from_numpy_pair"]) == (0.0, 0.0, 1.0)
+
+
 def test_the_inputs_come_from_the_classs_secret_and_differ_from_one_term_to_the_next(tmp_path, monkeypatch):
     first, second = calls.probe_calls(LESSON, "2026-autumn"), calls.probe_calls(LESSON, "2027-spring")
     assert first == calls.probe_calls(LESSON, "2026-autumn") and first != second
@@ -209,12 +218,9 @@ def test_nothing_returned_earns_no_judged_cell():
 
 # ------------------------------------------------------------------ every lesson's judged calls
 def _reference_namespace(lesson: str) -> dict:
-    """The lesson's answer cells run as the judge runs its reference: each judged function."""
-    cells = {grade_id(cell): cell.source for cell in read_solution(lesson).cells}
-    namespace = {"torch": torch, "np": np, "nn": torch.nn, "F": torch.nn.functional, "math": math}
-    for call in calls.judged(lesson):
-        exec(cells[call.answer_cell], namespace)
-    return namespace
+    """The lesson's answers as the judge runs its reference: each judged name."""
+    source = read_solution(lesson)
+    return {call.function: calls.reference_answer(source, call) for call in calls.judged(lesson)}
 
 
 def _scores(lesson: str, namespace: dict) -> dict:
@@ -243,8 +249,27 @@ def test_an_answer_that_does_nothing_earns_no_judged_cell(lesson, answer):
 
 
 
+# Mistakes the judge cannot see in what the answer gives: the kernel's checks catch them (the engine
+# entered once per output, ...), and a judged cell scores the lower of the two verdicts.
+SAME_OUTCOME = {"02_autograd": {"weighted_backward"}}
+WRONG = [(lesson, answer) for lesson in JUDGED_LESSONS for answer in WRONG_ANSWERS.get(lesson, {})
+         if any(answer in calls.answer_cells(call) for call in calls.judged(lesson))]
+
+
+@pytest.mark.parametrize(("lesson", "answer"), WRONG, ids=[f"{lesson}-{answer}" for lesson, answer in WRONG])
+def test_a_plausible_wrong_answer_loses_a_judged_cell(lesson, answer):
+    source = read_solution(lesson)
+    answers = dict.fromkeys(cell for call in calls.judged(lesson) for cell in calls.answer_cells(call))
+    namespace = calls.reference_namespace(source, tuple(answers))
+    exec(WRONG_ANSWERS[lesson][answer], namespace)
+    scores = _scores(lesson, namespace)
+    lost = [call.grade_cell for call in calls.judged(lesson)
+            if answer in calls.answer_cells(call) and scores[call.grade_cell] == 0]
+    assert bool(lost) != (answer in SAME_OUTCOME.get(lesson, set())), scores
+
+
 def test_coverage_names_the_cells_resting_on_the_kernels_word():
-    assert calls.coverage(LESSON) == (11.0, 10.0, ["test_from_numpy_pair"])
+    assert calls.coverage(LESSON) == (11.0, 11.0, [])
 
 
 def test_a_call_that_never_returns_is_stopped_and_costs_only_its_own_result():

@@ -13,6 +13,7 @@ matched the reference, else nothing. What the kernel reports can only take point
 switched-off shortcut); it never grants one alone.
 """
 
+import ast
 import functools
 import hashlib
 import importlib
@@ -75,24 +76,61 @@ def requests(lesson: str, secret: str) -> dict:
     return {call.grade_cell: call.inputs(_generator(secret, call)) for call in judged(lesson)}
 
 
+def _imports_only(source: str) -> bool:
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(isinstance(node, ast.Import | ast.ImportFrom) for node in body)
+
+
+def answer_cells(call: JudgedCall) -> tuple[str, ...]:
+    """The grade ids of the answer cells ``call`` needs, in the order they run."""
+    return (call.answer_cell,) if isinstance(call.answer_cell, str) else call.answer_cell
+
+
+def reference_namespace(source: nbformat.NotebookNode, answers: tuple[str, ...]) -> dict:
+    """A namespace of the judge's holding the notebook's import cells, then the ``answers`` cells
+    of ``source``, run in that order."""
+    cells = {grade_id(cell): cell.source for cell in source.cells}
+    namespace = {"torch": torch, "np": np, "nn": torch.nn, "F": torch.nn.functional, "math": math}
+    for cell in source.cells:
+        if cell.cell_type == "code" and _imports_only(cell.source):
+            exec(compile(cell.source, "<reference imports>", "exec"), namespace)
+    for name in answers:
+        exec(compile(cells[name], f"<reference {name}>", "exec"), namespace)
+    return namespace
+
+
+def reference_answer(source: nbformat.NotebookNode, call: JudgedCall):
+    """The reference's ``call.function``, from the lesson's solutions ``source``."""
+    return reference_namespace(source, answer_cells(call))[call.function]
+
+
+def outcome_of(call: JudgedCall, answer, args: tuple):
+    """What ``call`` judges of ``answer`` on ``args``: its result, or its outcome."""
+    return call.outcome(answer, *args) if call.outcome else answer(*args)
+
+
 @functools.cache
 def expected(source: Path, lesson: str, secret: str) -> dict:
     """``{grade cell: [result, ...]}``: what the reference (the answer cells of ``source``, the
-    lesson's solutions) returns for each call's inputs."""
-    cells = {grade_id(cell): cell.source for cell in nbformat.read(source, 4).cells}
-    results = {}
-    for call in judged(lesson):
-        namespace = {"torch": torch, "np": np, "nn": torch.nn, "F": torch.nn.functional, "math": math}
-        exec(compile(cells[call.answer_cell], f"<reference {call.answer_cell}>", "exec"), namespace)
-        reference = namespace[call.function]
-        results[call.grade_cell] = [reference(*args) for args in requests(lesson, secret)[call.grade_cell]]
-    return results
+    lesson's solutions) gives for each call's inputs."""
+    notebook = nbformat.read(source, 4)
+    return {call.grade_cell: [outcome_of(call, reference_answer(notebook, call), args)
+                              for args in requests(lesson, secret)[call.grade_cell]]
+            for call in judged(lesson)}
+
+
+def _outcome_name(call: JudgedCall) -> str | None:
+    return f"{call.outcome.__module__}:{call.outcome.__qualname__}" if call.outcome else None
 
 
 def probe_calls(lesson: str, secret: str) -> list[dict]:
-    """The calls as the kernel's probe makes them: the function's name and its inputs as plain data."""
+    """The calls as the kernel's probe makes them: the notebook's name, the outcome to run on it (if
+    any) and the inputs as plain data."""
     asked = requests(lesson, secret)
-    return [{"cell": call.grade_cell, "function": call.function,
+    return [{"cell": call.grade_cell, "function": call.function, "outcome": _outcome_name(call),
              "args": [[wire.encode(arg) for arg in args] for args in asked[call.grade_cell]]}
             for call in judged(lesson)]
 
@@ -128,8 +166,10 @@ def cell_scores(lesson: str, secret: str, source: Path, returned: dict | None, p
     scores = {}
     for call in judged(lesson):
         got = (returned or {}).get(call.grade_cell)
-        right = isinstance(got, list) and len(got) == len(want[call.grade_cell]) and all(
-            matches(g, w, call.tolerance) for g, w in zip(got, want[call.grade_cell], strict=True))
+        accept = call.accept or functools.partial(matches, tolerance=call.tolerance)
+        wanted = want[call.grade_cell]
+        right = isinstance(got, list) and len(got) == len(wanted) and all(
+            not isinstance(g, wire.Refused) and accept(g, w) for g, w in zip(got, wanted, strict=True))
         scores[call.grade_cell] = float(points[call.grade_cell]) if right else 0.0
     return scores
 

@@ -81,10 +81,12 @@ encode = _HERE["__course_judge_encode__"]  # the judge encodes its inputs as the
 def probe(names: list[str], calls: list[dict], seconds: float = 5) -> str:
     """The code the kernel runs: ``RESULT`` holds the JSON of ``{"values": {name: value}}`` for each
     of ``names`` the notebook defines, and ``"calls"``: for each call (``cell``, ``function``,
-    ``args`` as :func:`encode` wrote them), what the notebook's function returned on each input, or
-    what it raised, each call stopped after ``seconds``; or ``{"error": why}``."""
+    ``args`` as :func:`encode` wrote them, and ``outcome``, ``"module:function"`` or ``None``), what
+    the notebook's function returned on each input (or its outcome: ``outcome(function, *args)``),
+    or what it raised, each call stopped after ``seconds``; or ``{"error": why}``."""
     return ENCODER + DECODER + f'''
-def __course_judge_call__(function, args):
+def __course_judge_call__(function, args, outcome=None):
+    import importlib
     import signal
 
     def out_of_time(signum, frame):
@@ -93,7 +95,11 @@ def __course_judge_call__(function, args):
     previous = signal.signal(signal.SIGALRM, out_of_time)
     signal.setitimer(signal.ITIMER_REAL, {seconds})
     try:
-        return __course_judge_encode__(globals()[function](*map(__course_judge_decode__, args)))
+        answer, args = globals()[function], list(map(__course_judge_decode__, args))
+        if outcome:
+            module, name = outcome.split(":")
+            answer, args = getattr(importlib.import_module(module), name), [answer, *args]
+        return __course_judge_encode__(answer(*args))
     except BaseException as error:
         return {{"refused": f"raised {{type(error).__name__}}"}}
     finally:
@@ -103,7 +109,8 @@ try:
     {RESULT} = __import__("json").dumps({{
         "values": {{name: __course_judge_encode__(globals()[name])
                    for name in {names!r} if name in globals()}},
-        "calls": {{call["cell"]: [__course_judge_call__(call["function"], args) for args in call["args"]]
+        "calls": {{call["cell"]: [__course_judge_call__(call["function"], args, call.get("outcome"))
+                                for args in call["args"]]
                   for call in __import__("json").loads({json.dumps(calls)!r})}}}})
 except BaseException as error:
     {RESULT} = __import__("json").dumps({{"error": f"{{type(error).__name__}}: {{error}}"[:300]}})

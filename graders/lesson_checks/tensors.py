@@ -80,7 +80,24 @@ def _raw_batches(generator):
              torch.device("cpu"))]
 
 
+def _arrays(generator):
+    return [(torch.randn(*_sizes(generator, 2, 1, 5), generator=generator).to(dtype),)
+            for dtype in (torch.float64, torch.int32, torch.float32)]
+
+
+def from_numpy_pair_outcome(from_numpy_pair, values: torch.Tensor) -> tuple:
+    """The pair's values for an array of ``values``, and again after the array is changed: the first
+    tensor must follow it, the second not."""
+    array = values.numpy().copy()
+    shared, independent = from_numpy_pair(array)
+    before = (torch.as_tensor(shared).clone(), torch.as_tensor(independent).clone())
+    array += 7
+    return before, (torch.as_tensor(shared).clone(), torch.as_tensor(independent).clone())
+
+
 JUDGED = [
+    checks.JudgedCall("test_from_numpy_pair", "from_numpy_pair", "from_numpy_pair", _arrays,
+                      outcome=from_numpy_pair_outcome),
     checks.JudgedCall("test_to_unit_float", "to_unit_float", "to_unit_float", _images),
     checks.JudgedCall("test_flatten_per_image", "flatten_per_image", "flatten_per_image", _batches),
     checks.JudgedCall("test_pairwise_distances", "pairwise_distances", "pairwise_distances", _point_sets),
