@@ -321,9 +321,11 @@ class JudgedCall:
     returns: a module-level function of a check module that runs the answer on plain inputs (builds
     the model, the loader, the optimizer from them, calls the answer) and returns plain data about
     what happened (the weights after the steps, the mode, the logits). It runs in the student's
-    kernel on the student's answer and in the judge on the reference's. ``accept(got, want)``, when
-    given, replaces equality with the reference by the properties an answer free in its form must
-    have (``want`` is the reference's outcome)."""
+    kernel on the student's answer and in the judge on the reference's. ``accept``, when given,
+    replaces equality with the reference by the properties an answer free in its form must
+    have (``want`` is the reference's outcome, ``args`` the inputs): ``accept(got, want, args)``. With
+    no answer cell (``()``), ``function`` names a value the notebook makes (a trained model) and
+    ``accept`` judges its outcome with ``want`` None."""
 
     grade_cell: str
     function: str

@@ -220,7 +220,8 @@ def test_nothing_returned_earns_no_judged_cell():
 def _reference_namespace(lesson: str) -> dict:
     """The lesson's answers as the judge runs its reference: each judged name."""
     source = read_solution(lesson)
-    return {call.function: calls.reference_answer(source, call) for call in calls.judged(lesson)}
+    return {call.function: calls.reference_answer(source, call) for call in calls.judged(lesson)
+            if calls.answer_cells(call)}
 
 
 def _scores(lesson: str, namespace: dict) -> dict:

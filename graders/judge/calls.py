@@ -117,9 +117,15 @@ def expected(source: Path, lesson: str, secret: str) -> dict:
     """``{grade cell: [result, ...]}``: what the reference (the answer cells of ``source``, the
     lesson's solutions) gives for each call's inputs."""
     notebook = nbformat.read(source, 4)
-    return {call.grade_cell: [outcome_of(call, reference_answer(notebook, call), args)
-                              for args in requests(lesson, secret)[call.grade_cell]]
-            for call in judged(lesson)}
+    results = {}
+    for call in judged(lesson):
+        asked = requests(lesson, secret)[call.grade_cell]
+        if not answer_cells(call):  # a value the notebook makes (a trained model): ``accept`` judges it alone
+            results[call.grade_cell] = [None] * len(asked)
+            continue
+        reference = reference_answer(notebook, call)
+        results[call.grade_cell] = [outcome_of(call, reference, args) for args in asked]
+    return results
 
 
 def _outcome_name(call: JudgedCall) -> str | None:
@@ -162,14 +168,15 @@ def matches(got, want, tolerance: dict) -> bool:
 def cell_scores(lesson: str, secret: str, source: Path, returned: dict | None, points: dict) -> dict:
     """``{grade cell: the judge's score}`` from what the kernel ``returned`` (``{grade cell: [result
     or an error, ...]}``, ``None`` when nothing came back): a cell's points when every call matched."""
-    want = expected(source, lesson, secret)
+    want, asked = expected(source, lesson, secret), requests(lesson, secret)
     scores = {}
     for call in judged(lesson):
         got = (returned or {}).get(call.grade_cell)
-        accept = call.accept or functools.partial(matches, tolerance=call.tolerance)
+        accept = call.accept or (lambda g, w, args, call=call: matches(g, w, call.tolerance))
         wanted = want[call.grade_cell]
         right = isinstance(got, list) and len(got) == len(wanted) and all(
-            not isinstance(g, wire.Refused) and accept(g, w) for g, w in zip(got, wanted, strict=True))
+            not isinstance(g, wire.Refused) and accept(g, w, args)
+            for g, w, args in zip(got, wanted, asked[call.grade_cell], strict=True))
         scores[call.grade_cell] = float(points[call.grade_cell]) if right else 0.0
     return scores
 
