@@ -4,16 +4,19 @@ questions' verdict decided from it and from what only the grader knows."""
 import json
 import math
 
+import nbformat
 import numpy as np
 import pytest
 import torch
 from lesson_files import LESSONS, hidden_answers, read_solution, solved_edition
 from wrong_answers import WRONG_ANSWERS
 
+from graders.grade.resilient_execute import ResilientExecute
 from graders.judge import calls, concepts, wire
 from graders.judge.wire import Malformed, Refused
 from graders.lesson_checks.questions import draw
 from graders.lessons import lesson_names, solution_path
+from graders.nbgrader_adapter import grade_id
 
 LESSON = "01_tensors"
 MODULE = f"graders.lesson_checks.{lesson_names(LESSON).check_module}"
@@ -267,6 +270,32 @@ def test_a_plausible_wrong_answer_loses_a_judged_cell(lesson, answer):
     lost = [call.grade_cell for call in calls.judged(lesson)
             if answer in calls.answer_cells(call) and scores[call.grade_cell] == 0]
     assert bool(lost) != (answer in SAME_OUTCOME.get(lesson, set())), scores
+
+
+def _answers_notebook(lesson: str):
+    """The lesson's import cells and the answer cells its judged calls need, as a notebook."""
+    source = read_solution(lesson)
+    wanted = {cell for call in calls.judged(lesson) for cell in calls.answer_cells(call)}
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(calls.PRELUDE)] + [
+        nbformat.v4.new_code_cell(cell.source) for cell in source.cells if cell.cell_type == "code"
+        and (calls.imports_only(cell.source) or grade_id(cell) in wanted)])
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("lesson", JUDGED_LESSONS)
+def test_the_reference_earns_every_judged_cell_from_a_real_kernel(lesson, tmp_path):
+    """The grader's probe in a real kernel: the outcomes imported there, each call in its time."""
+    judge_file = tmp_path / "judge.json"
+    executor = ResilientExecute(timeout=60, judge_file=str(judge_file), judge_names=[],
+                                judge_calls=json.dumps(calls.probe_calls(lesson, "term")))
+    executor.preprocess(_answers_notebook(lesson), {"metadata": {"path": str(tmp_path)}})
+    found = json.loads(judge_file.read_text())
+    assert found["why"] == ""
+    returned = {cell: [wire.decode(result) for result in results] for cell, results in found["calls"].items()}
+    points = {call.grade_cell: 1.0 for call in calls.judged(lesson)}
+    scores = calls.cell_scores(lesson, "term", solution_path(lesson), returned, points)
+    assert {cell for cell, score in scores.items() if score != 1.0} == {
+        call.grade_cell for call in calls.judged(lesson) if not calls.answer_cells(call)}
 
 
 def test_coverage_names_the_cells_resting_on_the_kernels_word():

@@ -23,7 +23,6 @@ import secrets
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import torch
 
 from graders.checks import JudgedCall
@@ -41,6 +40,14 @@ WORDS = {
                       "reference's (or the call failed): the cell earns nothing.",
            "no_data": "The judge did not receive your function's results ({why}): the cell earns nothing."},
 }
+# The names every lesson's answers may use: the reference runs after them and the notebook's own
+# import-only cells.
+PRELUDE = """import math
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+"""
 SECRET_ENV = "COURSE_JUDGE_SECRET"
 SECRET_FILE = "judge_secret"
 
@@ -76,7 +83,7 @@ def requests(lesson: str, secret: str) -> dict:
     return {call.grade_cell: call.inputs(_generator(secret, call)) for call in judged(lesson)}
 
 
-def _imports_only(source: str) -> bool:
+def imports_only(source: str) -> bool:
     try:
         body = ast.parse(source).body
     except SyntaxError:
@@ -90,12 +97,13 @@ def answer_cells(call: JudgedCall) -> tuple[str, ...]:
 
 
 def reference_namespace(source: nbformat.NotebookNode, answers: tuple[str, ...]) -> dict:
-    """A namespace of the judge's holding the notebook's import cells, then the ``answers`` cells
-    of ``source``, run in that order."""
+    """A namespace of the judge's holding :data:`PRELUDE`, the notebook's import cells, then the
+    ``answers`` cells of ``source``, run in that order."""
     cells = {grade_id(cell): cell.source for cell in source.cells}
-    namespace = {"torch": torch, "np": np, "nn": torch.nn, "F": torch.nn.functional, "math": math}
+    namespace = {}
+    exec(PRELUDE, namespace)
     for cell in source.cells:
-        if cell.cell_type == "code" and _imports_only(cell.source):
+        if cell.cell_type == "code" and imports_only(cell.source):
             exec(compile(cell.source, "<reference imports>", "exec"), namespace)
     for name in answers:
         exec(compile(cells[name], f"<reference {name}>", "exec"), namespace)
