@@ -255,7 +255,7 @@ def test_an_answer_that_does_nothing_earns_no_judged_cell(lesson, answer):
 
 # Mistakes the judge cannot see in what the answer gives: the kernel's checks catch them (the engine
 # entered once per output, ...), and a judged cell scores the lower of the two verdicts.
-SAME_OUTCOME = {"02_autograd": {"weighted_backward"}}
+SAME_OUTCOME = {}
 WRONG = [(lesson, answer) for lesson in JUDGED_LESSONS for answer in WRONG_ANSWERS.get(lesson, {})
          if any(answer in calls.answer_cells(call) for call in calls.judged(lesson))]
 
@@ -273,12 +273,12 @@ def test_a_plausible_wrong_answer_loses_a_judged_cell(lesson, answer):
 
 
 def _answers_notebook(lesson: str):
-    """The lesson's import cells and the answer cells its judged calls need, as a notebook."""
+    """The lesson's imports and the answer cells its judged calls need, as a notebook."""
     source = read_solution(lesson)
     wanted = {cell for call in calls.judged(lesson) for cell in calls.answer_cells(call)}
-    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(calls.PRELUDE)] + [
-        nbformat.v4.new_code_cell(cell.source) for cell in source.cells if cell.cell_type == "code"
-        and (calls.imports_only(cell.source) or grade_id(cell) in wanted)])
+    imports = nbformat.v4.new_code_cell(calls.PRELUDE + calls.notebook_imports(source))
+    return nbformat.v4.new_notebook(cells=[imports] + [
+        nbformat.v4.new_code_cell(cell.source) for cell in source.cells if grade_id(cell) in wanted])
 
 
 @pytest.mark.kernel

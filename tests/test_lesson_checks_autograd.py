@@ -5,11 +5,14 @@ import re
 import pytest
 import torch
 from check_messages import failure
+from lesson_files import read_solution
 
 import course
 from graders.checks import CheckFailed
+from graders.judge import calls, wire
 from graders.lesson_checks import autograd as lesson
 from graders.lesson_checks import questions
+from graders.lessons import solution_path
 
 pytestmark = pytest.mark.usefixtures("english")
 
@@ -638,3 +641,206 @@ def test_the_engine_checks_speak_spanish():
     for part in ("esperado: una sola entrada al motor", "obtenido: 3 entradas", "sección 6",
                  "hint('weighted_backward')"):
         assert part in message, message
+
+
+# ------------------------------------------------------------------------------ decided by the judge
+def _judged(**answers) -> dict:
+    """Each judged cell's score, through the wire, for a kernel holding the reference's answers with
+    ``answers`` in place of some: what the class's grader decides from the data alone."""
+    lesson_name = "02_autograd"
+    judged = calls.judged(lesson_name)
+    cells = tuple(dict.fromkeys(cell for call in judged for cell in calls.answer_cells(call)))
+    namespace = {**calls.reference_namespace(read_solution(lesson_name), cells), **answers}
+    exec(wire.probe([], calls.probe_calls(lesson_name, "term")), namespace)
+    returned = wire.decode_reply(namespace[wire.RESULT])[1]
+    points = {call.grade_cell: 1.0 for call in judged}
+    return calls.cell_scores(lesson_name, "term", solution_path(lesson_name), returned, points)
+
+
+def _lost(**answers) -> list[str]:
+    return sorted(cell for cell, score in _judged(**answers).items() if score == 0)
+
+
+def test_every_grade_cell_is_judged():
+    assert calls.coverage("02_autograd")[2] == []
+
+
+def _expanded(outputs, weights):  # a weight as a view of the output's shape, one entry
+    torch.autograd.backward(outputs, [torch.as_tensor(w, dtype=o.dtype).expand_as(o)
+                                      for o, w in zip(outputs, weights, strict=True)])
+
+
+def _second_with_ones(f, x):
+    leaf = x.detach().clone().requires_grad_(True)
+    (first,) = torch.autograd.grad(f(leaf), leaf, torch.ones_like(leaf), create_graph=True)
+    (second,) = torch.autograd.grad(first, leaf, torch.ones_like(leaf))
+    return second
+
+
+def _sgd_zeroing(params, lr):
+    for param in params:
+        if param.grad is not None:
+            param.data.add_(param.grad, alpha=-lr)
+            param.grad.zero_()
+
+
+def _closed_form(x, rate, limit):
+    steps = 0
+    while (x * (1 + rate) ** steps).item() < limit:
+        steps += 1
+    return x * (1 + rate) ** steps, steps
+
+
+def test_right_answers_written_another_way_keep_every_judged_cell():
+    assert _lost() == []
+    assert _lost(finite_difference_grad=central_differences, predicted_grad=lambda a, b, x0: b + 4 * a * x0,
+                 weighted_backward=_expanded, second_derivative=_second_with_ones, sgd_step=_sgd_zeroing,
+                 freeze_all_but_last=_freeze, compound=_closed_form, ClippedIdentity=ClippedIdentity,
+                 manual_backward=lambda *args: list(by_hand(*args))) == []
+
+
+def test_the_judge_sees_the_finite_difference_mistakes():
+    def marks_the_callers_x(f, x, eps=1e-6):
+        x.requires_grad_(True)
+        return central_differences(f, x.detach(), eps)
+
+    def drifts(f, x, eps=1e-6):  # perturbs x in place and never puts it back exactly
+        grad = torch.zeros_like(x)
+        for i in range(x.numel()):
+            x.view(-1)[i] += eps
+            up = f(x)
+            x.view(-1)[i] -= 2 * eps
+            grad.view(-1)[i] = (up - f(x)) / (2 * eps)
+        return grad
+
+    both = ["test_finite_difference_grad", "test_finite_difference_grad_black_box"]
+    assert _lost(finite_difference_grad=marks_the_callers_x) == both
+    assert _lost(finite_difference_grad=drifts) == both
+    assert _lost(finite_difference_grad=through_autograd) == ["test_finite_difference_grad_black_box"]
+    assert _lost(finite_difference_grad=lambda f, x: central_differences(f, x).float()) == both
+    assert _lost(predicted_grad=lambda a, b, x0: 2 * a * x0 + b) == ["test_predicted_grad"]
+
+
+def test_the_judge_sees_how_often_the_backward_pass_ran():
+    def ignores_weights(outputs, weights):
+        torch.autograd.backward(outputs, [torch.ones_like(o) for o in outputs])
+
+    # one backward pass from a single scalar: right for the judge, the kernel's spy refuses it
+    assert _lost(weighted_backward=_summed_loss) == []
+    assert _lost(weighted_backward=_one_backward_each) == ["test_weighted_backward_one_entry"]
+    assert _lost(weighted_backward=ignores_weights) == ["test_weighted_backward",
+                                                        "test_weighted_backward_one_entry"]
+
+
+def test_the_judge_sees_the_second_derivative_mistakes():
+    def first_only(f, x):
+        leaf = x.detach().requires_grad_(True)
+        return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+    def marks_the_callers_x(f, x):
+        x.requires_grad_(True)
+        return _second(f, x)
+
+    assert _lost(second_derivative=first_only) == ["test_second_derivative"]
+    assert _lost(second_derivative=marks_the_callers_x) == ["test_second_derivative"]
+
+
+def test_the_judge_sees_what_sgd_step_left_behind():
+    def keeps_the_gradient(params, lr):
+        with torch.no_grad():
+            for param in params:
+                if param.grad is not None:
+                    param.sub_(lr * param.grad)
+
+    def rebinds(params, lr):
+        for i, param in enumerate(params):
+            if param.grad is not None:
+                params[i] = (param - lr * param.grad).detach().requires_grad_(True)
+
+    def touches_every_param(params, lr):
+        with torch.no_grad():
+            for param in params:
+                param.sub_(lr * (param.grad if param.grad is not None else torch.ones_like(param)))
+                param.grad = None
+
+    for wrong in (keeps_the_gradient, rebinds, touches_every_param):
+        assert _lost(sgd_step=wrong) == ["test_sgd_step"], wrong.__name__
+
+
+def _last_with_parameters(model):
+    return [layer for layer in model.children() if list(layer.parameters())][-1]
+
+
+def test_the_judge_sees_the_freezing_mistakes():
+    def last_child(model):  # the last child may be an activation, with no parameters
+        count = _freeze(model)
+        model.requires_grad_(False)
+        list(model.children())[-1].requires_grad_(True)
+        return count
+
+    def forgets_to_unfreeze(model):  # right only when the last layer was trainable already
+        last = _last_with_parameters(model)
+        for layer in model.children():
+            if layer is not last:
+                layer.requires_grad_(False)
+        return sum(param.numel() for param in last.parameters())
+
+    def counts_a_bias_always(model):
+        last = _last_with_parameters(model)
+        _freeze(model)
+        return last.in_features * last.out_features + last.out_features
+
+    assert _lost(freeze_all_but_last=last_child) == ["test_freeze_all_but_last"]
+    assert _lost(freeze_all_but_last=forgets_to_unfreeze) == ["test_freeze_all_but_last"]
+    assert _lost(freeze_all_but_last=lambda model: _freeze(model) + 1) == ["test_freeze_all_but_last_count"]
+    assert _lost(freeze_all_but_last=counts_a_bias_always) == ["test_freeze_all_but_last_count"]
+
+
+def test_the_judge_sees_the_loop_and_its_graph():
+    def one_too_many(x, rate, limit):
+        result, steps = _compound(x, rate, limit)
+        return result * (1 + rate), steps + 1
+
+    def through_floats(x, rate, limit):
+        result, steps = _compound(x, rate, limit)
+        return torch.tensor(result.item(), dtype=torch.float64), steps
+
+    assert _lost(compound=one_too_many) == ["test_compound_grad", "test_compound_value"]
+    assert _lost(compound=through_floats) == ["test_compound_grad"]
+
+
+def test_the_judge_sees_the_clipping_mistakes():
+    class Plain:
+        apply = staticmethod(lambda x, low, high: x.clamp(low, high))
+
+    assert _lost(ClippedIdentity=ClippedIdentityStraightThrough) == ["test_clipped_identity_backward"]
+    assert _lost(ClippedIdentity=ClippedIdentityClampsBelow) == ["test_clipped_identity_forward"]
+    assert _lost(ClippedIdentity=Plain) == ["test_clipped_identity_forward"]  # clamp's own gradient is right
+
+
+def test_the_judge_sees_each_layers_gradients_and_the_inputs():
+    def clamps_x_afterwards(x, *args):
+        gradients = by_hand(x, *args)
+        x.clamp_(min=0)
+        return gradients
+
+    def transposed(*args):
+        grad_w1, grad_b1, grad_w2, grad_b2 = by_hand(*args)
+        return grad_w1, grad_b1, grad_w2.T, grad_b2
+
+    assert _lost(manual_backward=clamps_x_afterwards) == ["test_manual_backward_edge_cases"]
+    assert _lost(manual_backward=lambda *args: by_hand(*args, mask=False)) == [
+        "test_manual_backward_edge_cases", "test_manual_backward_hidden"]  # the output layer is right
+    assert _lost(manual_backward=lambda *args: by_hand(*args, mean=False)) == [
+        "test_manual_backward_edge_cases", "test_manual_backward_hidden", "test_manual_backward_output"]
+    assert _lost(manual_backward=transposed) == ["test_manual_backward_edge_cases",
+                                                 "test_manual_backward_output"]
+    # autograd turned back on inside the answer: right values; the kernel's switch refuses it
+    assert _lost(manual_backward=_with_backward) == []
+
+
+def test_the_outcomes_leave_the_global_random_state_alone():
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    _judged()
+    assert torch.equal(torch.get_rng_state(), before)

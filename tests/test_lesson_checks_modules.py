@@ -11,12 +11,15 @@ import pytest
 import torch
 import torchvision
 from check_messages import failure
+from lesson_files import read_solution
 from torch import nn
 from torch.nn import functional as F
 from torch.utils import data
 
 import course
+from graders.judge import calls, wire
 from graders.lesson_checks import modules as lesson
+from graders.lessons import solution_path
 
 pytestmark = pytest.mark.usefixtures("english")
 
@@ -674,3 +677,206 @@ def test_messages_and_hints_follow_the_edition_language():
             says=["llamadas a transform al construir ImageDataset",
                   "pista: la transformación se aplica al leer"])
     failure(lesson.check_bce_large_logits, naive, says=["pista: en float32, σ(z) vale exactamente 1"])
+
+
+# ------------------------------------------------------------------------------ decided by the judge
+LESSON = "03_modules"
+
+
+def _judged(**answers) -> dict:
+    """The score of each judged cell that runs one of ``answers``, through the wire, for a kernel
+    holding the reference's answers with ``answers`` in place of some: what the class's grader
+    decides from the data alone."""
+    judged = calls.judged(LESSON)
+    cells = tuple(dict.fromkeys(cell for call in judged for cell in calls.answer_cells(call)))
+    namespace = {**calls.reference_namespace(read_solution(LESSON), cells), **answers}
+    asked = [call for call in calls.probe_calls(LESSON, "term") if call["function"] in answers or not answers]
+    exec(wire.probe([], asked), namespace)
+    returned = wire.decode_reply(namespace[wire.RESULT])[1]
+    points = {call.grade_cell: 1.0 for call in judged}
+    scores = calls.cell_scores(LESSON, "term", solution_path(LESSON), returned, points)
+    return {call["cell"]: scores[call["cell"]] for call in asked}
+
+
+def _lost(**answers) -> list[str]:
+    return sorted(cell for cell, score in _judged(**answers).items() if score == 0)
+
+
+def test_every_grade_cell_is_judged():
+    assert calls.coverage(LESSON)[2] == []
+
+
+def _normal_by_hand(model):
+    """Right, another way: each linear weight drawn with randn and scaled, in modules() order."""
+    with torch.no_grad():
+        for layer in model.modules():
+            if isinstance(layer, nn.Linear):
+                layer.weight.copy_(torch.randn(layer.weight.shape) * math.sqrt(2 / layer.in_features))
+                if layer.bias is not None:
+                    layer.bias.zero_()
+    return model
+
+
+def test_right_answers_written_other_ways_keep_every_judged_cell():
+    assert set(_judged().values()) == {1.0}
+    assert _lost(MLP=ListMLP, ResidualBlock=Block, count_parameters=count, save_weights=save,
+                 load_weights=load, init_weights=init, train_and_eval_outputs=outputs, ImageDataset=Images,
+                 bce_with_logits=stable) == []
+    read_by_position = lambda model, path: model.load_state_dict(torch.load(path, "cpu")) and model  # noqa: E731
+    assert _lost(MLP=SequentialMLP, init_weights=_normal_by_hand, train_and_eval_outputs=on_a_copy,
+                 ImageDataset=Pairs, bce_with_logits=stable_other_way, load_weights=read_by_position) == []
+    assert _lost(train_and_eval_outputs=eval_first, ImageDataset=TensorLabels) == []
+
+
+def test_the_judge_sees_the_mlp_and_residual_block_mistakes():
+    assert _lost(MLP=HiddenListMLP) == ["test_mlp_forward", "test_mlp_structure"]
+    assert _lost(MLP=lambda sizes: ListMLP(sizes, relu_after_last=True)) == ["test_mlp_forward"]
+    assert _lost(MLP=lambda sizes: ListMLP(sizes, relu=False)) == ["test_mlp_forward"]
+    assert _lost(ResidualBlock=SwappedBlock) == ["test_residual_forward", "test_residual_structure"]
+    for mistake in ({"skip": False}, {"relu": False}):
+        assert _lost(ResidualBlock=lambda dim, hidden, mistake=mistake: Block(dim, hidden, **mistake)) == [
+            "test_residual_forward"]
+
+
+def test_the_judge_sees_the_counting_mistakes():
+    def with_buffers(model, trainable_only=False):
+        return sum(t.numel() for t in model.state_dict().values())
+
+    def each_time_seen(model, trainable_only=False):  # a shared layer counted once per appearance
+        return sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)
+                   if p.requires_grad or not trainable_only)
+
+    assert _lost(count_parameters=with_buffers) == ["test_count_parameters", "test_count_trainable"]
+    assert _lost(count_parameters=each_time_seen) == ["test_count_parameters"]
+    assert _lost(count_parameters=lambda model, trainable_only=False: count(model)) == [
+        "test_count_trainable"]
+
+
+def test_the_judge_sees_the_saving_and_loading_mistakes():
+    assert _lost(save_weights=lambda model, path: torch.save(model, path)) == ["test_save_weights"]
+    assert _lost(save_weights=lambda model, path: torch.save(dict(model.named_parameters()), path)) == [
+        "test_save_weights"]  # the BatchNorm buffers left out
+    def report(model, path):  # the report returned, not the model
+        return model.load_state_dict(torch.load(path, map_location="cpu"))
+
+    assert _lost(load_weights=report) == ["test_load_weights"]
+    for wrong in (lambda model, path: load(model, path, map_location=None),
+                  lambda model, path: load(model, path, strict=False)):
+        assert _lost(load_weights=wrong) == ["test_load_weights"]
+
+
+def test_the_judge_sees_the_initialisation_mistakes():
+    def top_level_only(model):
+        for layer in model.children():
+            if isinstance(layer, nn.Linear):
+                nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+                nn.init.zeros_(layer.bias)
+        return model
+
+    def xavier(model):
+        for layer in model.modules():
+            if isinstance(layer, nn.Linear):
+                nn.init.xavier_normal_(layer.weight)
+        return init(model, weights=False)
+
+    def zero_every_vector(model):
+        for parameter in model.parameters():
+            if parameter.dim() == 1:
+                nn.init.zeros_(parameter)
+        return init(model)
+
+    assert _lost(init_weights=top_level_only) == ["test_init_biases", "test_init_weights"]
+    assert _lost(init_weights=xavier) == ["test_init_weights"]
+    assert _lost(init_weights=lambda model: init(model, biases=False)) == ["test_init_biases"]
+    assert _lost(init_weights=zero_every_vector) == ["test_init_biases"]
+    def nothing_returned(model):
+        init(model)
+
+    assert _lost(init_weights=nothing_returned) == ["test_init_biases", "test_init_weights"]
+
+
+def test_the_init_statistics_refuse_forged_data_without_raising():
+    call = next(call for call in calls.judged(LESSON) if call.grade_cell == "test_init_weights")
+    want = calls.expected(solution_path(LESSON), LESSON, "term")["test_init_weights"][0]
+    args = calls.requests(LESSON, "term")["test_init_weights"][0]
+    assert call.accept(want, want, args)
+    layers = want["linear layers"]
+    for forged in (None, {}, {"the same model returned": True}, {**want, "linear layers": layers[:1]},
+                   {**want, "linear layers": [("a", 1.0, 0.0, 0.05)] * len(layers)},
+                   {**want, "linear layers": [(torch.ones(3),) * 4] * len(layers)},
+                   {**want, "the same model returned": 1}):
+        assert not call.accept(forged, want, args)
+
+
+def test_the_judge_sees_the_train_and_eval_mistakes():
+    def training_mode_only(model, x):
+        with torch.no_grad():
+            out = model(x)
+        return out, out
+
+    def same_mask_twice(model, x):
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            return outputs(model, x)
+
+    def graph_in_training_only(model, x):
+        was_training = model.training
+        train_out = model.train()(x).detach()
+        with torch.no_grad():
+            eval_out = model.eval()(x)
+        model.train(was_training)
+        return train_out, eval_out
+
+    assert _lost(train_and_eval_outputs=lambda m, x: outputs(m, x, swap=True)) == [
+        "test_train_and_eval_outputs"]
+    assert _lost(train_and_eval_outputs=same_mask_twice) == ["test_train_and_eval_outputs"]
+    assert _lost(train_and_eval_outputs=lambda m, x: outputs(m, x, graph=True)) == [
+        "test_train_and_eval_no_graph"]
+    assert _lost(train_and_eval_outputs=graph_in_training_only) == ["test_train_and_eval_no_graph"]
+    assert _lost(train_and_eval_outputs=lambda m, x: outputs(m, x, restore=False)) == [
+        "test_train_and_eval_mode_restored"]
+    assert _lost(train_and_eval_outputs=training_mode_only) == [
+        "test_train_and_eval_mode_restored", "test_train_and_eval_outputs"]
+
+
+def test_the_train_and_eval_properties_refuse_forged_data_without_raising():
+    call = next(call for call in calls.judged(LESSON) if call.grade_cell == "test_train_and_eval_outputs")
+    want = calls.expected(solution_path(LESSON), LESSON, "term")[call.grade_cell][0]
+    args = calls.requests(LESSON, "term")[call.grade_cell][0]
+    assert call.accept(want, want, args)
+    (first_train, first_eval), second = want["calls"]
+    for forged in (None, {"calls": "x"}, {"calls": [second, second]},
+                   {"calls": [(first_eval, first_eval), second]},
+                   {"calls": [(first_train.double(), first_eval), second]},
+                   {"calls": [(first_train, first_eval[:1]), second]}):
+        assert not call.accept(forged, want, args)
+
+
+def test_the_judge_sees_the_data_set_mistakes():
+    assert _lost(ImageDataset=wrong("one short")) == ["test_dataset_length", "test_dataset_loader"]
+    assert _lost(ImageDataset=wrong("float label")) == ["test_dataset_item", "test_dataset_loader"]
+    assert _lost(ImageDataset=wrong("no transform")) == ["test_dataset_item", "test_dataset_lazy",
+                                                         "test_dataset_loader"]
+    assert _lost(ImageDataset=wrong("precomputed")) == ["test_dataset_lazy"]
+    assert _lost(ImageDataset=wrong("cached")) == ["test_dataset_lazy"]
+    assert _lost(ImageDataset=wrong("in order")) == ["test_dataset_item", "test_dataset_lazy",
+                                                     "test_dataset_loader"]
+
+
+def test_the_judge_sees_a_loss_cut_from_the_graph_or_through_the_sigmoid():
+    def detached(logits, targets):
+        with torch.no_grad():
+            return stable(logits, targets)
+
+    assert _lost(bce_with_logits=detached) == ["test_bce_gradient"]
+    assert _lost(bce_with_logits=naive) == ["test_bce_gradient", "test_bce_large_logits"]
+
+
+def test_the_outcomes_leave_the_global_random_state_alone():
+    source = read_solution(LESSON)
+    state = torch.get_rng_state()
+    for call in calls.judged(LESSON):
+        answer = calls.reference_answer(source, call)
+        for args in calls.requests(LESSON, "term")[call.grade_cell]:
+            calls.outcome_of(call, answer, args)
+    assert torch.equal(torch.get_rng_state(), state)

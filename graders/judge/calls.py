@@ -41,7 +41,7 @@ WORDS = {
            "no_data": "The judge did not receive your function's results ({why}): the cell earns nothing."},
 }
 # The names every lesson's answers may use: the reference runs after them and the notebook's own
-# import-only cells.
+# import statements.
 PRELUDE = """import math
 import numpy as np
 import torch
@@ -83,12 +83,18 @@ def requests(lesson: str, secret: str) -> dict:
     return {call.grade_cell: call.inputs(_generator(secret, call)) for call in judged(lesson)}
 
 
-def imports_only(source: str) -> bool:
+@functools.cache
+def _imports_of(source: str) -> str:
     try:
         body = ast.parse(source).body
     except SyntaxError:
-        return False
-    return bool(body) and all(isinstance(node, ast.Import | ast.ImportFrom) for node in body)
+        return ""
+    return "".join(ast.unparse(node) + "\n" for node in body if isinstance(node, ast.Import | ast.ImportFrom))
+
+
+def notebook_imports(source: nbformat.NotebookNode) -> str:
+    """Every import statement at the top level of the notebook's code cells, and nothing else of them."""
+    return "".join(_imports_of(cell.source) for cell in source.cells if cell.cell_type == "code")
 
 
 def answer_cells(call: JudgedCall) -> tuple[str, ...]:
@@ -97,14 +103,11 @@ def answer_cells(call: JudgedCall) -> tuple[str, ...]:
 
 
 def reference_namespace(source: nbformat.NotebookNode, answers: tuple[str, ...]) -> dict:
-    """A namespace of the judge's holding :data:`PRELUDE`, the notebook's import cells, then the
+    """A namespace of the judge's holding :data:`PRELUDE`, the notebook's imports, then the
     ``answers`` cells of ``source``, run in that order."""
     cells = {grade_id(cell): cell.source for cell in source.cells}
     namespace = {}
-    exec(PRELUDE, namespace)
-    for cell in source.cells:
-        if cell.cell_type == "code" and imports_only(cell.source):
-            exec(compile(cell.source, "<reference imports>", "exec"), namespace)
+    exec(compile(PRELUDE + notebook_imports(source), "<reference imports>", "exec"), namespace)
     for name in answers:
         exec(compile(cells[name], f"<reference {name}>", "exec"), namespace)
     return namespace

@@ -603,9 +603,356 @@ def _networks(generator, dead: bool = False):
     return cases
 
 
+def _size(generator, low: int, high: int) -> int:
+    return int(torch.randint(low, high, (), generator=generator))
+
+
+def _seed(generator) -> int:
+    return int(torch.randint(0, 2**31, (1,), generator=generator))
+
+
+# The functions the judge hands to ``finite_difference_grad`` and ``second_derivative``: a function
+# cannot cross the wire, so each is named, with its coefficients, and built where the answer runs.
+# A scalar of a whole tensor for the first; an elementwise function for the second.
+def _sines_and_cubes(coefficients):
+    """``Σ a·sin(tᵢ) + b·tᵢ³`` through Python floats: autograd sees no graph inside."""
+    a, b = coefficients.tolist()
+    return lambda t: torch.tensor(sum(a * math.sin(v) + b * v ** 3 for v in t.flatten().tolist()),
+                                  dtype=torch.float64)
+
+
+_FUNCTIONS = {
+    "quadratic": lambda c: lambda t: (c * t ** 2).sum(),  # Σ cᵢ·tᵢ²
+    "smooth": lambda w: lambda t: torch.tanh(w @ t.reshape(-1)).pow(2).sum() + t.sin().sum(),
+    "black_box": _sines_and_cubes,
+    "cubic": lambda c: lambda t: c[0].item() * t ** 3 + c[1].item() * t ** 2 + c[2].item() * t,
+    "exp": lambda k: lambda t: torch.exp(k.item() * t),
+    "sine": lambda a: lambda t: a.item() * torch.sin(t),
+}
+
+
+def function_of(family: str, coefficients: torch.Tensor):
+    """The function ``family`` of :data:`_FUNCTIONS` with these ``coefficients``."""
+    return _FUNCTIONS[family](coefficients)
+
+
+def _coefficients(generator, family: str, x: torch.Tensor) -> torch.Tensor:
+    """The coefficients of a scalar ``family`` of :data:`_FUNCTIONS` at a point shaped like ``x``."""
+    if family == "quadratic":  # one positive cᵢ per element of x
+        return torch.rand(x.shape, generator=generator, dtype=torch.float64) + 0.5
+    if family == "smooth":  # W, (k, x.numel()), in [-2, 2)
+        return torch.rand(_size(generator, 2, 6), x.numel(), generator=generator, dtype=torch.float64) * 4 - 2
+    return torch.rand(2, generator=generator, dtype=torch.float64) + 0.5  # a and b of the black box
+
+
+def _gradient_points(generator, black_box: bool = False):
+    """Inputs of ``finite_difference_grad``'s outcome: a family, its coefficients and a point x of
+    rank 1, then 2, ... (float64)."""
+    cases = []
+    for family in ("black_box", "black_box") if black_box else ("quadratic", "quadratic", "smooth"):
+        rank = 1 + len(cases) % 2
+        x = torch.randn(tuple(_size(generator, 2, 4) for _ in range(rank)), generator=generator,
+                        dtype=torch.float64)
+        cases.append((family, _coefficients(generator, family, x), x))
+    return cases
+
+
+def _left_alone(x, before) -> bool:
+    """The caller's ``x`` holds its values still, exactly, and still asks for no gradient."""
+    return torch.equal(x.detach(), before) and not x.requires_grad
+
+
+def finite_difference_grad_outcome(finite_difference_grad, family: str, coefficients, x) -> tuple:
+    """The gradient the answer estimates for the function ``family`` at ``x``, and whether the
+    caller's ``x`` was left alone."""
+    before = x.clone()
+    got = finite_difference_grad(function_of(family, coefficients), x)
+    return got, _left_alone(x, before)
+
+
+def _snippet_values(generator):
+    """Inputs of ``predicted_grad``: three triples (a, b, x0) of floats in [-4, 4)."""
+    return [tuple((torch.rand(3, generator=generator, dtype=torch.float64) * 8 - 4).tolist())
+            for _ in range(3)]
+
+
+def _weighted_graphs(generator):
+    """Inputs of ``weighted_backward``'s outcomes: a graph's kind, its tensors and the weights."""
+    n = _size(generator, 2, 6)
+    shared = [torch.randn(n, generator=generator, dtype=torch.float64) for _ in range(4)]
+    w1, w3 = (round(v, 3) for v in (torch.rand(2, generator=generator) * 4 - 2).tolist())
+    m, k = _size(generator, 2, 5), _size(generator, 2, 5)
+    layer = [torch.randn(m, k, generator=generator, dtype=torch.float64),
+             torch.randn(m, generator=generator, dtype=torch.float64),
+             torch.randn(n, k, generator=generator, dtype=torch.float64),
+             torch.randn(m, k, generator=generator, dtype=torch.float64)]
+    return [("shared", shared, [w1, torch.randn(n, generator=generator, dtype=torch.float64), w3]),
+            ("layer", layer, [w3, torch.randn(n, generator=generator, dtype=torch.float64),
+                              _size(generator, -3, 4)])]
+
+
+def _weighted_graph(kind: str, tensors: list) -> tuple:
+    """``(leaves, outputs, shared)``: leaves that require grad (the first holding a gradient already),
+    three outputs of one graph built on them, and an intermediate tensor several of them go
+    through.
+
+    ``"shared"``: leaves a, b, a constant c, h = a·b; outputs (h·c).sum(), a², h + b. ``"layer"``:
+    weight and bias leaves, constant inputs, out = inputs @ weight.T + bias; outputs mean(out²),
+    out[:, 0], tanh(out)."""
+    first, second, constant, before = (tensor.clone() for tensor in tensors)
+    leaves = [first.requires_grad_(True), second.requires_grad_(True)]
+    first.grad = before
+    if kind == "shared":
+        shared = first * second
+        return leaves, [(shared * constant).sum(), first ** 2, shared + second], shared
+    shared = constant @ first.T + second
+    return leaves, [shared.pow(2).mean(), shared[:, 0], shared.tanh()], shared
+
+
+def weighted_backward_outcome(weighted_backward, kind: str, tensors: list, weights: list) -> list:
+    """The leaves' ``.grad`` after the answer's call (None for one it left without)."""
+    with torch.enable_grad():
+        leaves, outputs, _ = _weighted_graph(kind, tensors)
+        weighted_backward(outputs, weights)
+    return [leaf.grad for leaf in leaves]
+
+
+def weighted_backward_one_entry_outcome(weighted_backward, kind: str, tensors: list, weights: list) -> tuple:
+    """How many times a gradient reached the intermediate tensor two outputs go through (once when
+    the backward pass starts from every output at once, once per output when it is done output by
+    output), and the leaves' ``.grad``."""
+    passes = []
+    with torch.enable_grad():
+        leaves, outputs, shared = _weighted_graph(kind, tensors)
+        shared.register_hook(lambda grad: passes.append(None))
+        weighted_backward(outputs, weights)
+    return len(passes), [leaf.grad for leaf in leaves]
+
+
+def _curved_points(generator):
+    """Inputs of ``second_derivative``'s outcome: an elementwise family, its coefficients and x."""
+    def x(*shape):
+        return torch.randn(shape, generator=generator, dtype=torch.float64)
+
+    def coefficients():
+        return torch.randn(3, generator=generator, dtype=torch.float64) * 2
+
+    return [("cubic", coefficients(), x(_size(generator, 2, 9))), ("cubic", coefficients(), x(1)),
+            ("exp", torch.rand(1, generator=generator, dtype=torch.float64) + 0.5, x(_size(generator, 2, 6))),
+            ("sine", torch.rand(1, generator=generator, dtype=torch.float64) + 0.5,
+             x(_size(generator, 2, 4), _size(generator, 2, 4)))]
+
+
+def second_derivative_outcome(second_derivative, family: str, coefficients, x) -> tuple:
+    """The second derivatives the answer gives for ``family`` at ``x``, and whether the caller's
+    ``x`` was left alone."""
+    before = x.clone()
+    with torch.enable_grad():
+        got = second_derivative(function_of(family, coefficients), x)
+    return got, _left_alone(x, before)
+
+
+def _parameter_sets(generator):
+    """Inputs of ``sgd_step``'s outcome: parameters' values (float32, then float64), their gradients
+    (None for one of them) and a learning rate."""
+    cases = []
+    for dtype in (torch.float32, torch.float64):
+        shapes = [tuple(_size(generator, 1, 5) for _ in range(_size(generator, 0, 3)))
+                  for _ in range(_size(generator, 2, 5))]
+        idle = _size(generator, 0, len(shapes))
+        values = [torch.randn(shape, generator=generator, dtype=dtype) for shape in shapes]
+        gradients = [None if index == idle else torch.randn(shape, generator=generator, dtype=dtype)
+                     for index, shape in enumerate(shapes)]
+        cases.append((values, gradients, (torch.rand((), generator=generator) * 0.5 + 0.01).item()))
+    return cases
+
+
+def sgd_step_outcome(sgd_step, values: list, gradients: list, lr: float) -> tuple:
+    """After ``sgd_step`` on leaves holding ``values`` and ``gradients``: their values, whether each
+    gradient is cleared (None or zeros), and whether each is still the same leaf requiring grad."""
+    params = [value.clone().requires_grad_(True) for value in values]
+    for param, gradient in zip(params, gradients, strict=True):
+        param.grad = None if gradient is None else gradient.clone()
+    listed = list(params)
+    sgd_step(listed, lr)
+    return ([param.detach().clone() for param in params],
+            [param.grad is None or not bool(param.grad.any()) for param in params],
+            [listed[index] is param and param.is_leaf and param.requires_grad
+             for index, param in enumerate(params)])
+
+
+def _stacks(generator):
+    """Inputs of ``freeze_all_but_last``'s outcomes: a stack of Linear layers described by its widths,
+    the activation after each, whether one ends the stack, whether the last Linear has a bias, which
+    Linear layers start frozen (none, all, some) and a seed for the weights."""
+    def either() -> bool:
+        return bool(_size(generator, 0, 2))
+
+    cases = []  # one stack ends in an activation, one in its Linear; one Linear has no bias
+    for start, activation_last, bias_last in [("trainable", True, either()), ("frozen", False, True),
+                                              ("some", either(), False)]:
+        widths = torch.randint(2, 9, (_size(generator, 3, 6),), generator=generator).tolist()
+        frozen = [start == "frozen" or (start == "some" and either()) for _ in widths[1:]]
+        cases.append((widths, ("relu", "tanh")[_size(generator, 0, 2)], activation_last, bias_last, frozen,
+                      _seed(generator)))
+    return cases
+
+
+def _stack(widths, activation, activation_last, bias_last, frozen, seed) -> nn.Sequential:
+    layers = []
+    with checks.seeded(seed):
+        for index, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+            linear = nn.Linear(fan_in, fan_out, bias=bias_last or index < len(widths) - 2)
+            linear.requires_grad_(not frozen[index])
+            layers += [linear, nn.ReLU() if activation == "relu" else nn.Tanh()]
+    return nn.Sequential(*(layers if activation_last else layers[:-1]))
+
+
+def freeze_all_but_last_outcome(freeze_all_but_last, *stack) -> list:
+    """``requires_grad`` of every parameter of the stack after the answer's call."""
+    model = _stack(*stack)
+    freeze_all_but_last(model)
+    return [param.requires_grad for param in model.parameters()]
+
+
+def freeze_all_but_last_count_outcome(freeze_all_but_last, *stack):
+    """What the answer returns for the stack: the count of parameters left trainable."""
+    return freeze_all_but_last(_stack(*stack))
+
+
+def _growths(generator, factors):
+    """``(x, rate, limit)``: x in [1, 10), rate in [0.05, 0.5), limit x·factor (float64)."""
+    cases = []
+    for factor in factors:
+        x = torch.rand((), generator=generator, dtype=torch.float64) * 9 + 1
+        rate = torch.rand((), generator=generator, dtype=torch.float64) * 0.45 + 0.05
+        cases.append((x, rate, x.item() * factor))
+    return cases
+
+
+def _compound_values(generator):
+    """Inputs of ``compound``: two limits far above x, and one x already reaches."""
+    factors = [(torch.rand((), generator=generator) * 40 + 2).item() for _ in range(2)]
+    return _growths(generator, [*factors, 0.5])
+
+
+def _compound_starts(generator):
+    """Inputs of ``compound``'s gradient outcome: x, rate and limit as floats, at least one step."""
+    factors = [(torch.rand((), generator=generator) * 40 + 1.1).item() for _ in range(3)]
+    return [(x.item(), rate.item(), limit) for x, rate, limit in _growths(generator, factors)]
+
+
+def compound_grad_outcome(compound, x0: float, rate0: float, limit: float) -> tuple:
+    """``compound`` on leaves x and rate, then ``value.backward()``: the value, the steps, x.grad
+    and rate.grad."""
+    x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+    rate = torch.tensor(rate0, dtype=torch.float64, requires_grad=True)
+    with torch.enable_grad():
+        value, steps = compound(x, rate, limit)
+        value.backward()
+    return value.detach().clone(), steps, x.grad, rate.grad
+
+
+def _clippings(generator, upstream: bool = False):
+    """Inputs of ``ClippedIdentity``'s outcomes: points on both sides of a random interval (none on
+    its edges), the interval, and with ``upstream`` the gradient that comes back."""
+    cases = []
+    for _ in range(2):
+        low, high = _interval(generator)
+        shape = (_size(generator, 2, 5), _size(generator, 2, 5))
+        x = torch.rand(shape, generator=generator, dtype=torch.float64) * (high - low + 2) + low - 1
+        for edge in (low, high):
+            x[(x - edge).abs() < 1e-2] = edge + 0.05
+        x.view(-1)[:2] = torch.tensor([low - 0.5, high + 0.5], dtype=torch.float64)
+        cases.append((x, low, high, torch.randn(x.shape, generator=generator, dtype=torch.float64))
+                     if upstream else (x, low, high))
+    return cases
+
+
+def clipped_identity_forward_outcome(function, x, low: float, high: float) -> tuple:
+    """``function.apply`` on a leaf holding ``x``: the output's values, and whether its graph node is
+    the function's own."""
+    leaf = x.clone().requires_grad_(True)
+    with torch.enable_grad():
+        output = function.apply(leaf, low, high)
+    return output.detach().clone(), getattr(output.grad_fn, "_forward_cls", None) is function
+
+
+def clipped_identity_backward_outcome(function, x, low: float, high: float, upstream) -> object:
+    """``x.grad`` after ``function.apply(x, low, high).backward(upstream)``."""
+    leaf = x.clone().requires_grad_(True)
+    with torch.enable_grad():
+        function.apply(leaf, low, high).backward(upstream)
+    return leaf.grad
+
+
+def _edge_networks(generator):
+    """Inputs of ``manual_backward``'s outcome: a batch of one example, and a network two of whose
+    hidden units never fire (float64)."""
+    inputs, hidden, classes = (_size(generator, 2, 7) for _ in range(3))
+    cases = [network_case(generator, (1, inputs, hidden + 1, classes)), network_case(generator, dead=2)]
+    return [tuple(case[name] for name in ("x", "targets", *PARAMETERS)) for case in cases]
+
+
+def manual_backward_outcome(manual_backward, *arguments) -> tuple:
+    """What ``manual_backward`` returns with grad mode off, then whether its inputs were left as
+    they were."""
+    before = [argument.clone() for argument in arguments]
+    with torch.no_grad():
+        gradients = manual_backward(*arguments)
+    return gradients, [torch.equal(argument, kept) for argument, kept in zip(arguments, before, strict=True)]
+
+
+def _layer_gradients(manual_backward, arguments, first: int) -> tuple:
+    with torch.no_grad():
+        gradients = manual_backward(*arguments)
+    return len(gradients), gradients[first], gradients[first + 1]
+
+
+def manual_backward_output_outcome(manual_backward, *arguments) -> tuple:
+    """How many gradients ``manual_backward`` returns with grad mode off, and the output layer's
+    (w2, b2): what its grade cell is for."""
+    return _layer_gradients(manual_backward, arguments, 2)
+
+
+def manual_backward_hidden_outcome(manual_backward, *arguments) -> tuple:
+    """How many gradients ``manual_backward`` returns with grad mode off, and the hidden layer's
+    (w1, b1)."""
+    return _layer_gradients(manual_backward, arguments, 0)
+
+
+_DIFFERENCES = {"rtol": 1e-5, "atol": 1e-6}  # a finite difference's error, as the kernel's check allows
 JUDGED = [
+    checks.JudgedCall("test_finite_difference_grad", "finite_difference_grad", "finite_difference_grad",
+                      _gradient_points, _DIFFERENCES, outcome=finite_difference_grad_outcome),
+    checks.JudgedCall("test_finite_difference_grad_black_box", "finite_difference_grad",
+                      "finite_difference_grad", functools.partial(_gradient_points, black_box=True),
+                      _DIFFERENCES, outcome=finite_difference_grad_outcome),
+    checks.JudgedCall("test_predicted_grad", "predicted_grad", "predicted_grad", _snippet_values),
+    checks.JudgedCall("test_weighted_backward", "weighted_backward", "weighted_backward", _weighted_graphs,
+                      outcome=weighted_backward_outcome),
+    checks.JudgedCall("test_weighted_backward_one_entry", "weighted_backward", "weighted_backward",
+                      _weighted_graphs, outcome=weighted_backward_one_entry_outcome),
+    checks.JudgedCall("test_second_derivative", "second_derivative", "second_derivative", _curved_points,
+                      outcome=second_derivative_outcome),
+    checks.JudgedCall("test_sgd_step", "sgd_step", "sgd_step", _parameter_sets, outcome=sgd_step_outcome),
+    checks.JudgedCall("test_freeze_all_but_last", "freeze_all_but_last", "freeze_all_but_last", _stacks,
+                      outcome=freeze_all_but_last_outcome),
+    checks.JudgedCall("test_freeze_all_but_last_count", "freeze_all_but_last", "freeze_all_but_last",
+                      _stacks, outcome=freeze_all_but_last_count_outcome),
+    checks.JudgedCall("test_compound_value", "compound", "compound", _compound_values),
+    checks.JudgedCall("test_compound_grad", "compound", "compound", _compound_starts,
+                      outcome=compound_grad_outcome),
+    checks.JudgedCall("test_clipped_identity_forward", "ClippedIdentity", "clipped_identity", _clippings,
+                      outcome=clipped_identity_forward_outcome),
+    checks.JudgedCall("test_clipped_identity_backward", "ClippedIdentity", "clipped_identity",
+                      functools.partial(_clippings, upstream=True),
+                      outcome=clipped_identity_backward_outcome),
     checks.JudgedCall("test_manual_backward_output", "manual_backward", "manual_backward", _networks,
-                      {"rtol": 1e-4, "atol": 1e-5}),
+                      {"rtol": 1e-4, "atol": 1e-5}, outcome=manual_backward_output_outcome),
     checks.JudgedCall("test_manual_backward_hidden", "manual_backward", "manual_backward",
-                      functools.partial(_networks, dead=True), {"rtol": 1e-4, "atol": 1e-5}),
+                      functools.partial(_networks, dead=True), {"rtol": 1e-4, "atol": 1e-5},
+                      outcome=manual_backward_hidden_outcome),
+    checks.JudgedCall("test_manual_backward_edge_cases", "manual_backward", "manual_backward",
+                      _edge_networks, outcome=manual_backward_outcome),
 ]

@@ -9,6 +9,7 @@ answer's run. The reference implementations stay in the hidden tests of the grad
 
 import contextlib
 import functools
+import itertools
 import math
 import pickle
 import tempfile
@@ -911,8 +912,538 @@ def check_bce_gradient(bce_with_logits, shape=None) -> None:
 
 
 # -------------------------------------------------------------------- decided by the judge
-# When a class is graded, these exercises' points also need the student's function to return what
-# the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
+# When a class is graded, these exercises' points also need the student's answer to give what the
+# reference gives on inputs the judge draws from the class's secret (graders/judge/calls.py). A class
+# or a function that works on a model is judged by an outcome: it builds what the answer needs from
+# plain arguments (the sizes, the weights, a seed), runs the answer and returns plain data about what
+# happened. The library shortcuts stay the kernel checks' business: they refuse them while the
+# answer runs.
+
+def _seed(generator) -> int:
+    return _random_size(generator, 0, 2**31)
+
+
+def _layer_values(generator, n_in: int, n_out: int) -> tuple:
+    """A linear layer's (weight, bias), drawn."""
+    return (torch.randn(n_out, n_in, generator=generator) * 0.6,
+            torch.randn(n_out, generator=generator) * 0.3)
+
+
+@torch.no_grad()
+def _set_exactly(layer, weight, bias) -> None:
+    """``layer``'s weight and bias set to these values; a layer of another shape is an error (copy_
+    would broadcast)."""
+    if tuple(layer.weight.shape) != tuple(weight.shape) or layer.bias is None or \
+            tuple(layer.bias.shape) != tuple(bias.shape):
+        raise ValueError("a linear layer of another shape than the judge's weights")
+    _set_layer(layer, weight, bias)
+
+
+# Exercise 1 · MLP
+
+
+def _mlp_sizes(generator, depth: int) -> list:
+    return _sizes(generator, depth + 1, 1, 13)
+
+
+def _mlp_structures(generator) -> list:
+    """(sizes, batch, seed): one layer, a few, and a deep one."""
+    return [(_mlp_sizes(generator, depth), _random_size(generator, 1, 7), _seed(generator))
+            for depth in (1, _random_size(generator, 2, 4), 5)]
+
+
+def mlp_structure_outcome(mlp_class, sizes, batch: int, seed: int) -> dict:
+    """``MLP(sizes)``'s registered linear layers (weight and bias shapes, in order), its number of
+    parameters, and the shape of its output on a batch."""
+    with checks.seeded(seed):
+        model = mlp_class(list(sizes))
+        output = model(torch.randn(batch, sizes[0]))
+    linears = [layer for _, layer in _linears(model)]
+    return {"a module": isinstance(model, nn.Module),
+            "weight shapes": [tuple(layer.weight.shape) for layer in linears],
+            "bias shapes": [None if layer.bias is None else tuple(layer.bias.shape) for layer in linears],
+            "parameters": sum(parameter.numel() for parameter in model.parameters()),
+            "output shape": tuple(output.shape)}
+
+
+def _mlp_cases(generator) -> list:
+    """(sizes, [(weight, bias) per layer], x, seed): hidden values of both signs, and at least two
+    outputs of a batch of three or more, so that a ReLU missing or one too many shows."""
+    cases = []
+    for depth in (2, _random_size(generator, 1, 4), 4):
+        sizes = _mlp_sizes(generator, depth)
+        sizes[-1] = max(sizes[-1], 2)
+        layers = [_layer_values(generator, n_in, n_out) for n_in, n_out in itertools.pairwise(sizes)]
+        x = torch.randn(_random_size(generator, 3, 7), sizes[0], generator=generator)
+        cases.append((sizes, layers, x, _seed(generator)))
+    return cases
+
+
+def mlp_forward_outcome(mlp_class, sizes, layers, x, seed: int):
+    """``MLP(sizes)(x)`` with its linear layers (in registration order) set to the judge's weights."""
+    with checks.seeded(seed):
+        model = mlp_class(list(sizes))
+    linears = [layer for _, layer in _linears(model)]
+    if len(linears) != len(layers):
+        raise ValueError("not one linear layer per pair of neighbouring sizes")
+    for layer, (weight, bias) in zip(linears, layers, strict=True):
+        _set_exactly(layer, weight, bias)
+    with checks.seeded(seed):
+        return model(x).detach()
+
+
+# Exercise 2 · ResidualBlock
+
+
+def _block_sizes(generator) -> list:
+    """(dim, hidden, seed): a 1-wide block, and two where dim and hidden differ."""
+    cases = [(1, _random_size(generator, 1, 5))]
+    for _ in range(2):
+        dim, hidden = _sizes(generator, 2, 2, 17)
+        cases.append((dim, hidden + dim if hidden == dim else hidden))
+    return [(dim, hidden, _seed(generator)) for dim, hidden in cases]
+
+
+def _shape_or_none(tensor):
+    return None if tensor is None else tuple(tensor.shape)
+
+
+def residual_structure_outcome(block_class, dim: int, hidden: int, seed: int) -> dict:
+    """``ResidualBlock(dim, hidden)``: fc1's and fc2's weight and bias shapes, the number of
+    parameters, and the shape of its output."""
+    with checks.seeded(seed):
+        block = block_class(dim, hidden)
+        output = block(torch.randn(3, dim))
+    parts = {part: getattr(block, part) for part in ("fc1", "fc2")}
+    return {"a module": isinstance(block, nn.Module),
+            **{f"{part} linear": isinstance(layer, nn.Linear) for part, layer in parts.items()},
+            **{f"{part}.weight": _shape_or_none(layer.weight) for part, layer in parts.items()},
+            **{f"{part}.bias": _shape_or_none(layer.bias) for part, layer in parts.items()},
+            "parameters": sum(parameter.numel() for parameter in block.parameters()),
+            "output shape": tuple(output.shape)}
+
+
+def _block_cases(generator) -> list:
+    """(dim, hidden, fc1 (weight, bias), fc2 (weight, bias), x, seed); x with one or two leading
+    dimensions."""
+    cases = []
+    for dim, hidden, seed in _block_sizes(generator):
+        lead = _sizes(generator, _random_size(generator, 1, 3), 1, 5)
+        fc1, fc2 = _layer_values(generator, dim, hidden), _layer_values(generator, hidden, dim)
+        cases.append((dim, hidden, fc1, fc2, torch.randn(*lead, dim, generator=generator), seed))
+    return cases
+
+
+def residual_forward_outcome(block_class, dim: int, hidden: int, fc1, fc2, x, seed: int):
+    """``ResidualBlock(dim, hidden)(x)`` with fc1 and fc2 set to the judge's weights."""
+    with checks.seeded(seed):
+        block = block_class(dim, hidden)
+    _set_exactly(block.fc1, *fc1)
+    _set_exactly(block.fc2, *fc2)
+    with checks.seeded(seed):
+        return block(x).detach()
+
+
+# Exercise 3 · count_parameters
+
+
+def _count_sizes(generator) -> list:
+    return [(*_sizes(generator, 3), _seed(generator)) for _ in range(2)]
+
+
+def count_parameters_outcome(count_parameters, a: int, b: int, c: int, seed: int) -> list:
+    """The counts of three models: one with BatchNorm buffers (left out) and a layer without bias,
+    one without parameters, one whose layer appears twice (counted once)."""
+    with checks.seeded(seed):
+        shared = nn.Linear(a, a)
+        models = [nn.Sequential(nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU(), nn.Linear(b, c, bias=False)),
+                  nn.ReLU(), nn.Sequential(shared, nn.Tanh(), shared)]
+    return [count_parameters(model) for model in models]
+
+
+def _frozen_cases(generator) -> list:
+    """(sizes of three linear layers, their weights frozen, their biases frozen, seed): at least one
+    tensor frozen, so that counting everything is wrong."""
+    cases = []
+    for _ in range(3):
+        sizes = _sizes(generator, 4, high=30)
+        frozen_weights, frozen_biases = (torch.randint(0, 2, (2, 3), generator=generator) == 1).tolist()
+        frozen_weights[_random_size(generator, 0, 3)] = True
+        cases.append((sizes, frozen_weights, frozen_biases, _seed(generator)))
+    return cases
+
+
+def count_trainable_outcome(count_parameters, sizes, frozen_weights, frozen_biases, seed: int) -> tuple:
+    """``count_parameters`` with trainable_only True, False and left out, on linear layers (some
+    weights and biases frozen) around a BatchNorm1d."""
+    with checks.seeded(seed):
+        layers = [nn.Linear(sizes[i], sizes[i + 1]) for i in range(3)]
+        model = nn.Sequential(layers[0], nn.ReLU(), layers[1], nn.BatchNorm1d(sizes[2]), layers[2])
+    for layer, weight_frozen, bias_frozen in zip(layers, frozen_weights, frozen_biases, strict=True):
+        layer.weight.requires_grad_(not weight_frozen)
+        layer.bias.requires_grad_(not bias_frozen)
+    return (count_parameters(model, trainable_only=True), count_parameters(model, trainable_only=False),
+            count_parameters(model))
+
+
+# Exercise 4 · save_weights / load_weights
+
+
+def _weights_cases(generator) -> list:
+    return [(_sizes(generator, 3, 2, 20), _seed(generator)) for _ in range(2)]
+
+
+def _plain_state(state) -> dict:
+    """A state_dict (an OrderedDict) as a plain dict of tensors."""
+    if not isinstance(state, dict):
+        raise TypeError(f"not a state_dict: {type(state).__name__}")
+    return {key: value.detach().clone() if isinstance(value, torch.Tensor) else value
+            for key, value in state.items()}
+
+
+def save_weights_outcome(save_weights, sizes, seed: int) -> dict:
+    """What a plain ``torch.load`` (weights_only) reads from the file ``save_weights`` wrote for a
+    model with BatchNorm buffers: its tensors by key."""
+    model = _model_with_buffers(sizes, seed)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "weights.pt"
+        with checks.seeded(seed):
+            save_weights(model, path)
+        return _plain_state(torch.load(path))
+
+
+def load_weights_outcome(load_weights, sizes, seed: int) -> dict:
+    """After ``load_weights`` of a saved state_dict into another model of the same shape: whether it
+    returned that model, its state and its outputs (evaluation mode), whether every torch.load read
+    the file with a map_location, and what it raised for a file lacking some of a model's keys."""
+    source, target = _model_with_buffers(sizes, seed), _model_with_buffers(sizes, seed + 1)
+    a, b, c = sizes
+    with checks.seeded(seed + 2):
+        smaller = nn.Sequential(nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU(), nn.Linear(b, c))
+        bigger = nn.Sequential(*(nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU(), nn.Linear(b, c)),
+                               nn.Linear(c, c))
+    with tempfile.TemporaryDirectory() as folder:
+        path, partial = Path(folder) / "weights.pt", Path(folder) / "partial.pt"
+        torch.save(source.state_dict(), path)
+        torch.save(smaller.state_dict(), partial)
+        with checks.seeded(seed), _recorded_loads() as calls:
+            result = load_weights(target, path)
+        locations = _map_locations(calls)
+        try:
+            with checks.seeded(seed):
+                load_weights(bigger, partial)
+            raised = None
+        except Exception as error:  # the kind of error is what is judged
+            raised = type(error).__name__
+    x = torch.randn(8, sizes[0], generator=checks.seeded_generator(seed))
+    with torch.no_grad():
+        outputs = target.train(False)(x)
+    return {"the same model returned": result is target, "state": _plain_state(target.state_dict()),
+            "outputs": outputs, "read with a map_location": bool(locations) and None not in locations,
+            "a file lacking keys raises": raised}
+
+
+# Exercise 5 · init_weights
+
+
+class _Nested(nn.Module):
+    """Linear layers at two depths, one without bias, beside a LayerNorm."""
+
+    def __init__(self, a, b, c):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(a, b, bias=False), nn.ReLU(), nn.LayerNorm(b))
+        self.head = nn.Linear(b, c)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+class _Branches(nn.Module):
+    """Linear layers with and without bias, in a ModuleDict and after a BatchNorm, and a LayerNorm."""
+
+    def __init__(self, a, b):
+        super().__init__()
+        self.branches = nn.ModuleDict({"left": nn.Linear(a, b), "right": nn.Linear(a, b, bias=False)})
+        self.norm = nn.LayerNorm(b)
+        self.out = nn.Sequential(nn.BatchNorm1d(b), nn.Linear(b, a))
+
+    def forward(self, x):
+        return self.out(self.norm(self.branches["left"](x) + self.branches["right"](x)))
+
+
+def _init_sizes(generator) -> list:
+    """(a, b, c, seed): layers of 60 000 weights or more, for statistics a right answer meets every
+    time (each tolerance is six standard deviations or more away)."""
+    return [(_random_size(generator, 500, 900), _random_size(generator, 300, 500),
+             _random_size(generator, 200, 300), _seed(generator)) for _ in range(2)]
+
+
+def init_weights_outcome(init_weights, a: int, b: int, c: int, seed: int) -> dict:
+    """Whether ``init_weights`` returned the model, and for each of its linear layers (the nested one
+    too): fan_in, and the weight's standard deviation, mean and fraction beyond 2·sqrt(2/fan_in)."""
+    with checks.seeded(seed):
+        model = _Nested(a, b, c)
+        result = init_weights(model)
+    statistics = []
+    for _, layer in _linears(model):
+        weight = layer.weight.detach().double()
+        fan_in = weight.shape[1]
+        std = math.sqrt(2 / fan_in)
+        statistics.append((fan_in, weight.std().item(), weight.mean().item(),
+                           (weight.abs() > 2 * std).double().mean().item()))
+    return {"the same model returned": result is model, "linear layers": statistics}
+
+
+def init_weights_accept(got, want, args) -> bool:
+    """Kaiming's statistics (fan_in, ReLU) for every linear layer the reference has, within the
+    kernel check's tolerances; the model returned. Data of any other form is refused, never raised on."""
+    try:
+        layers, wanted = got["linear layers"], want["linear layers"]
+        if got["the same model returned"] is not True or not isinstance(layers, list | tuple) or \
+                len(layers) != len(wanted):
+            return False
+        for layer, (wanted_fan_in, *_) in zip(layers, wanted, strict=True):
+            if not (isinstance(layer, tuple) and len(layer) == 4 and type(layer[0]) is int
+                    and all(type(value) is float for value in layer[1:])):
+                return False
+            fan_in, std, mean, beyond = layer
+            expected = math.sqrt(2 / wanted_fan_in)
+            if fan_in != wanted_fan_in or not (abs(std - expected) <= 0.03 * expected
+                                               and abs(mean) <= 0.05 * expected
+                                               and abs(beyond - 0.0455) <= 0.01):
+                return False
+        return True
+    except Exception:  # whatever the kernel sent, a refusal
+        return False
+
+
+def _branch_sizes(generator) -> list:
+    return [(*_sizes(generator, 2, 2, 40), _seed(generator)) for _ in range(2)]
+
+
+def init_biases_outcome(init_weights, a: int, b: int, seed: int) -> dict:
+    """Whether ``init_weights`` returned the model, each linear layer's bias (None without one), and
+    the parameters of the other layers, set to random values first."""
+    with checks.seeded(seed):
+        model = _Branches(a, b)
+        others = _other_parameters(model)
+        _scramble(others.values())
+        result = init_weights(model)
+    return {"the same model returned": result is model,
+            "linear biases": [None if layer.bias is None else layer.bias.detach().clone()
+                              for _, layer in _linears(model)],
+            "other parameters": {name: parameter.detach().clone() for name, parameter in others.items()}}
+
+
+# Exercise 6 · train_and_eval_outputs
+
+
+def _dropout_cases(generator) -> list:
+    """(x, hidden, outputs, p, starts in training, seed): 1 200 outputs or more, for the fraction of
+    zeros."""
+    cases = []
+    for p, training in ((0.2 + 0.2 * float(torch.rand((), generator=generator)), False),
+                        (0.5 + 0.3 * float(torch.rand((), generator=generator)), True)):
+        lead = (_random_size(generator, 4, 9), _random_size(generator, 4, 7))
+        x = torch.randn(*lead, _random_size(generator, 3, 9), generator=generator)
+        outputs = -(-1200 // math.prod(lead)) + _random_size(generator, 0, 10)
+        cases.append((x, _random_size(generator, 4, 17), outputs, round(p, 3), training, _seed(generator)))
+    return cases
+
+
+def _dropout_model(x, hidden: int, outputs: int, p: float):
+    return nn.Sequential(nn.Linear(x.shape[-1], hidden), nn.Tanh(), nn.Linear(hidden, outputs), nn.Dropout(p))
+
+
+def train_and_eval_outputs_outcome(function, x, hidden: int, outputs: int, p: float, training: bool,
+                                   seed: int) -> dict:
+    """A model ending in Dropout(p): what reaches the Dropout, and the pair the function returns in two
+    calls."""
+    with checks.seeded(seed):
+        model = _dropout_model(x, hidden, outputs, p).train(training)
+        with torch.no_grad():
+            before = model[:-1](x)
+        pairs = [function(model, x) for _ in range(2)]
+    return {"before the dropout": before,
+            "calls": [tuple(output.detach().clone() for output in pair) for pair in pairs]}
+
+
+def _zeroes_and_scales(train_out, before, p: float) -> bool:
+    """train_out is ``before`` with about a fraction p zeroed, the rest scaled by 1 / (1 - p)."""
+    if type(train_out) is not torch.Tensor or train_out.shape != before.shape or \
+            train_out.dtype != before.dtype:
+        return False
+    kept = train_out != 0
+    return torch.allclose(train_out[kept], before[kept] / (1 - p), rtol=1e-5, atol=1e-6) and \
+        abs((1 - kept.double().mean().item()) - p) <= 0.1
+
+
+def train_and_eval_outputs_accept(got, want, args) -> bool:
+    """Each call's eval_out is what reaches the Dropout (the reference's), its train_out that with a
+    Dropout mask applied, and the two calls' masks differ."""
+    try:
+        before, p = want["before the dropout"], args[3]
+        (first_train, first_eval), (second_train, second_eval) = got["calls"]
+        evaluated = all(type(output) is torch.Tensor and output.shape == before.shape
+                        and output.dtype == before.dtype
+                        and torch.allclose(output, before, rtol=1e-5, atol=1e-6)
+                        for output in (first_eval, second_eval))
+        return evaluated and _zeroes_and_scales(first_train, before, p) \
+            and _zeroes_and_scales(second_train, before, p) and not torch.equal(first_train, second_train)
+    except Exception:  # whatever the kernel sent, a refusal
+        return False
+
+
+def _grad_cases(generator) -> list:
+    return [(_random_size(generator, 2, 9), training, _seed(generator)) for training in (False, True)]
+
+
+def no_graph_outcome(function, width: int, training: bool, seed: int) -> dict:
+    """Whether autograd recorded while the model ran inside the function, and whether its outputs
+    require grad."""
+    probe = _GradProbe()
+    with checks.seeded(seed):
+        model = nn.Sequential(nn.Linear(width, width), nn.Dropout(0.5), probe).train(training)
+        train_out, eval_out = function(model, torch.randn(4, width))
+    return {"the model ran": bool(probe.recording), "autograd on while it ran": any(probe.recording),
+            "train_out requires grad": getattr(train_out, "requires_grad", None),
+            "eval_out requires grad": getattr(eval_out, "requires_grad", None)}
+
+
+def _mode_cases(generator) -> list:
+    """(starting modes, width, seed): three calls, in modes drawn, both modes among them."""
+    first, last = (torch.randint(0, 2, (2,), generator=generator) == 1).tolist()
+    return [([first, not first, last], _random_size(generator, 2, 9), _seed(generator))]
+
+
+def mode_restored_outcome(function, starts, width: int, seed: int) -> list:
+    """For each call, from the mode in ``starts``: whether each Dropout ran in both modes inside the
+    function, and the mode the model and its submodules were left in."""
+    with checks.seeded(seed):
+        model = nn.Sequential(nn.Linear(width, width), nn.Dropout(0.3),
+                              nn.Sequential(nn.Linear(width, 2), nn.Dropout(0.1)))
+        x = torch.randn(4, width)
+        layers = {"model[1]": model[1], "model[2][1]": model[2][1]}
+        facts = []
+        for start in starts:
+            model.train(start)
+            seen, handles = checks.modes_seen(layers)
+            try:
+                function(model, x)
+            finally:
+                for handle in handles:
+                    handle.remove()
+            both_modes = [{training for key, training in seen if key == name} == {True, False}
+                          for name in layers]
+            facts.append((both_modes, [module.training for module in model.modules()]))
+    return facts
+
+
+# Exercise 7 · ImageDataset
+
+
+def _images_for(n: int, shape, seed: int) -> tuple:
+    return _random_images(checks.seeded_generator(seed), n, shape)
+
+
+def _length_cases(generator) -> list:
+    """(n, image shape, seed): one image, a few, many."""
+    return [(n, _random_shape(generator), _seed(generator))
+            for n in (1, _random_size(generator, 2, 80), _random_size(generator, 300, 1000))]
+
+
+def _dataset(dataset_class, images, labels, transform):
+    """``dataset_class(images, labels)``, with ``transform=`` when one is given."""
+    return dataset_class(images, labels, **({} if transform is None else {"transform": transform}))
+
+
+def dataset_length_outcome(dataset_class, n: int, shape, seed: int) -> list:
+    """``len()`` of the data set of n images, built without a transform and with one."""
+    images, labels = _images_for(n, shape, seed)
+    return [len(_dataset(dataset_class, images, labels, transform)) for transform in (None, _scaled)]
+
+
+def _item_cases(generator) -> list:
+    """(n, image shape (grey or with channels), indices, seed)."""
+    cases = []
+    for shape in (_random_shape(generator), (3, *_random_shape(generator))):
+        n = _random_size(generator, 5, 40)
+        cases.append((n, shape, sorted({0, n - 1, _random_size(generator, 1, n - 1)}), _seed(generator)))
+    return cases
+
+
+def _plain_item(item):
+    """A data set's item as plain data: (the image, the label as an int) when it is an (image,
+    integer label) pair, else what it is instead."""
+    if not (isinstance(item, tuple) and len(item) == 2):
+        return f"not an (image, label) pair: {type(item).__name__}"
+    image, label = item
+    return image, int(label) if _is_integer(label) else f"not an integer label: {type(label).__name__}"
+
+
+def dataset_item_outcome(dataset_class, n: int, shape, indices, seed: int) -> list:
+    """The items read at ``indices``, without a transform and with one."""
+    images, labels = _images_for(n, shape, seed)
+    datasets = [_dataset(dataset_class, images, labels, transform) for transform in (None, _scaled)]
+    return [[_plain_item(dataset[index]) for index in indices] for dataset in datasets]
+
+
+def _lazy_cases(generator) -> list:
+    """(n, image shape, index, seed)."""
+    cases = []
+    for _ in range(2):
+        n = _random_size(generator, 5, 40)
+        cases.append((n, _random_shape(generator), _random_size(generator, 0, n), _seed(generator)))
+    return cases
+
+
+def dataset_lazy_outcome(dataset_class, n: int, shape, index: int, seed: int) -> dict:
+    """With a transform that keeps what it is given: its calls while the data set is built and
+    measured, then, after each of three reads, its calls so far, the image it was last given and the
+    image read."""
+    images, labels = _images_for(n, shape, seed)
+    transform = _CountingTransform()
+    dataset = _dataset(dataset_class, images, labels, transform)
+    len(dataset)
+    built = len(transform.seen)
+    reads = []
+    for position in (index, n - 1 - index, index):
+        item = dataset[position]
+        reads.append((len(transform.seen), transform.seen[-1] if transform.seen else None, item[0]))
+    return {"calls while built and measured": built, "reads": reads}
+
+
+def _loader_cases(generator) -> list:
+    """(n, batch size, image shape, images seed, shuffling seed): a last batch shorter than the rest,
+    and batches of a size drawn."""
+    cases = []
+    for _ in range(2):
+        n, batch_size = _random_size(generator, 20, 60), _random_size(generator, 3, 9)
+        n += n % batch_size == 0
+        cases.append((n, batch_size, _random_shape(generator), _seed(generator), _seed(generator)))
+    return cases
+
+
+def dataset_loader_outcome(dataset_class, n: int, batch_size: int, shape, seed: int, shuffling: int) -> list:
+    """Two epochs of a shuffling DataLoader over the data set (one label per item): each epoch's batch
+    sizes, its labels and its images, in the order they came."""
+    generator = checks.seeded_generator(seed)
+    images = torch.randint(0, 256, (n, *shape), dtype=torch.uint8, generator=generator)
+    labels = torch.randperm(n, generator=generator)
+    loader = data.DataLoader(_dataset(dataset_class, images, labels, _scaled), batch_size=batch_size,
+                             shuffle=True, generator=checks.seeded_generator(shuffling))
+    epochs = []
+    for _ in range(2):
+        batches = [(inputs, targets) for inputs, targets in loader]
+        epochs.append({"batch sizes": [len(targets) for _, targets in batches],
+                       "labels": torch.cat([targets for _, targets in batches]),
+                       "images": torch.cat([inputs for inputs, _ in batches])})
+    return epochs
+
+
+# Exercise 8 · bce_with_logits
+
+
 def _logits(generator, scale: float):
     """Inputs of ``bce_with_logits``: logits around ``scale`` in size, and 0/1 targets."""
     cases = []
@@ -922,9 +1453,63 @@ def _logits(generator, scale: float):
     return cases
 
 
+def _gradient_cases(generator) -> list:
+    """Ordinary logits, large ones (20 to 2 000, either sign) and both mixed, with 0/1 targets."""
+    ordinary, _ = _ordinary_logits(generator, (_random_size(generator, 5, 20),))
+    large = torch.tensor(_large_logits(generator) + _large_logits(generator))
+    mixed = torch.cat([ordinary, large])[torch.randperm(len(ordinary) + len(large), generator=generator)]
+    return [(logits, torch.randint(0, 2, logits.shape, generator=generator).float())
+            for logits in (ordinary, large, mixed.reshape(-1, 1) if len(mixed) % 2 else mixed.reshape(2, -1))]
+
+
+def bce_gradient_outcome(bce_with_logits, logits, targets) -> tuple:
+    """The loss, and the gradient autograd gives through the answer with respect to the logits."""
+    leaf = logits.clone().requires_grad_(True)
+    loss = bce_with_logits(leaf, targets)
+    loss.backward()
+    return loss.detach(), leaf.grad
+
+
+_EXACT = {"rtol": 0.0, "atol": 0.0}
 JUDGED = [
+    checks.JudgedCall("test_mlp_structure", "MLP", "mlp", _mlp_structures, outcome=mlp_structure_outcome),
+    checks.JudgedCall("test_mlp_forward", "MLP", "mlp", _mlp_cases, {"rtol": 1e-5, "atol": 1e-5},
+                      outcome=mlp_forward_outcome),
+    checks.JudgedCall("test_residual_structure", "ResidualBlock", "residual_block", _block_sizes,
+                      outcome=residual_structure_outcome),
+    checks.JudgedCall("test_residual_forward", "ResidualBlock", "residual_block", _block_cases,
+                      {"rtol": 1e-5, "atol": 1e-5}, outcome=residual_forward_outcome),
+    checks.JudgedCall("test_count_parameters", "count_parameters", "count_parameters", _count_sizes,
+                      outcome=count_parameters_outcome),
+    checks.JudgedCall("test_count_trainable", "count_parameters", "count_parameters", _frozen_cases,
+                      outcome=count_trainable_outcome),
+    checks.JudgedCall("test_save_weights", "save_weights", "save_load_weights", _weights_cases, _EXACT,
+                      outcome=save_weights_outcome),
+    checks.JudgedCall("test_load_weights", "load_weights", "save_load_weights", _weights_cases,
+                      outcome=load_weights_outcome),
+    checks.JudgedCall("test_init_weights", "init_weights", "init_weights", _init_sizes,
+                      outcome=init_weights_outcome, accept=init_weights_accept),
+    checks.JudgedCall("test_init_biases", "init_weights", "init_weights", _branch_sizes, _EXACT,
+                      outcome=init_biases_outcome),
+    checks.JudgedCall("test_train_and_eval_outputs", "train_and_eval_outputs", "train_and_eval_outputs",
+                      _dropout_cases, outcome=train_and_eval_outputs_outcome,
+                      accept=train_and_eval_outputs_accept),
+    checks.JudgedCall("test_train_and_eval_no_graph", "train_and_eval_outputs", "train_and_eval_outputs",
+                      _grad_cases, outcome=no_graph_outcome),
+    checks.JudgedCall("test_train_and_eval_mode_restored", "train_and_eval_outputs", "train_and_eval_outputs",
+                      _mode_cases, outcome=mode_restored_outcome),
+    checks.JudgedCall("test_dataset_length", "ImageDataset", "image_dataset", _length_cases,
+                      outcome=dataset_length_outcome),
+    checks.JudgedCall("test_dataset_item", "ImageDataset", "image_dataset", _item_cases, _EXACT,
+                      outcome=dataset_item_outcome),
+    checks.JudgedCall("test_dataset_lazy", "ImageDataset", "image_dataset", _lazy_cases, _EXACT,
+                      outcome=dataset_lazy_outcome),
+    checks.JudgedCall("test_dataset_loader", "ImageDataset", "image_dataset", _loader_cases, _EXACT,
+                      outcome=dataset_loader_outcome),
     checks.JudgedCall("test_bce_values", "bce_with_logits", "bce_with_logits",
                       functools.partial(_logits, scale=3.0)),
     checks.JudgedCall("test_bce_large_logits", "bce_with_logits", "bce_with_logits",
                       functools.partial(_logits, scale=150.0)),
+    checks.JudgedCall("test_bce_gradient", "bce_with_logits", "bce_with_logits", _gradient_cases,
+                      {"rtol": 1e-5, "atol": 1e-6}, outcome=bce_gradient_outcome),
 ]
