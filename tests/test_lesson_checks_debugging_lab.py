@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from check_messages import failure
+from lesson_files import read_solution
 from torch import nn
 
 import course
@@ -18,7 +19,9 @@ from course import training
 from course.training import predict as course_predict
 from graders import checks
 from graders.checks import CheckFailed
+from graders.judge import calls, wire
 from graders.lesson_checks import debugging_lab as lesson
+from graders.lessons import solution_path
 
 pytestmark = pytest.mark.usefixtures("english")
 
@@ -606,3 +609,345 @@ def test_every_hint_speaks_both_languages_and_names_a_section():
         if exercise != "concept_check":
             assert "secci" in texts["es"] and "section" in texts["en"], exercise
     assert set(lesson.MORE_HINTS) == {texts["more"] for texts in lesson.HINTS.values() if "more" in texts}
+
+
+# ------------------------------------------------------------------------- the judge's outcomes
+# What the judge compares (graders/judge/calls.py): the reference's answers in a namespace, some of
+# them replaced, probed as a grading kernel is, the results decoded from the wire and scored.
+LESSON = "05_debugging_lab"
+JUDGED_CELLS = {call.grade_cell for call in calls.judged(LESSON)}
+
+
+def _lost(**answers) -> set:
+    """The judged cells a kernel holding the reference's answers, ``answers`` in place of some, loses."""
+    wanted = dict.fromkeys(cell for call in calls.judged(LESSON) for cell in calls.answer_cells(call))
+    namespace = calls.reference_namespace(read_solution(LESSON), tuple(wanted))
+    namespace.update(answers)
+    exec(wire.probe([], calls.probe_calls(LESSON, "term")), namespace)
+    returned = wire.decode_reply(namespace[wire.RESULT])[1]
+    points = {call.grade_cell: 1.0 for call in calls.judged(LESSON)}
+    scores = calls.cell_scores(LESSON, "term", solution_path(LESSON), returned, points)
+    return {cell for cell, score in scores.items() if score == 0}
+
+
+def test_every_grade_cell_but_the_concept_questions_is_judged_from_an_outcome():
+    total, decided, left = calls.coverage(LESSON)
+    assert (total, decided, left) == (29.0, 29.0, [])
+    assert all(call.outcome.__module__ == lesson.__name__ for call in calls.judged(LESSON))
+
+
+def good_predict(model, x):
+    mode = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return model(x)
+    finally:
+        model.train(mode)
+
+
+@torch.no_grad()
+def predict_on_a_copy(model, x):
+    return copy.deepcopy(model).eval()(x)
+
+
+def good_save(model, make_model, path):
+    torch.save(model.state_dict(), str(path))
+    new = make_model()
+    new.load_state_dict(torch.load(path, weights_only=True))
+    return new
+
+
+def switched_with_train_false_everywhere(model, batch, optimizer):
+    model.train(True)
+    for param in model.parameters():
+        param.grad = None
+    loss = nn.CrossEntropyLoss()(model(batch[0]), batch[1])
+    loss.backward()
+    optimizer.step()
+    return loss.item(), switched_with_train_false(model, *batch)
+
+
+class ReorderedClassifier(nn.Module):
+    """The asked layers, registered last one first: the judge's weights are drawn per shape."""
+
+    def __init__(self, n_in, n_hidden, n_classes):
+        super().__init__()
+        self.head = nn.Linear(n_hidden, n_classes)
+        self.trunk = nn.Sequential(nn.Linear(n_in, n_hidden), nn.ReLU())
+
+    def forward(self, x):
+        return self.head(self.trunk(x))
+
+    def predict_proba(self, x):
+        return self(x).softmax(dim=1)
+
+
+RIGHT_ANSWERS = {
+    "as in the notebook": {},
+    "written other ways": {
+        "train_step_fixed": good_step, "clipped_train_step": good_clipped,
+        "logits_on_model_device": lambda model, x: model(x.to(next(model.parameters()).device)),
+        "predict": good_predict, "save_and_reload": good_save, "Classifier": GoodClassifier,
+        "regression_loss": RIGHT_REGRESSION_LOSSES["by hand"], "train_epoch_fixed": good_epoch,
+        "evaluate_fixed": good_evaluate, "ResidualBlockFixed": GoodBlock,
+        "first_bad_step": good_first_bad_step, "BinaryClassifier": GoodBinaryClassifier,
+        "train_step_final": good_final},
+    "others still": {
+        "predict": predict_on_a_copy,
+        "Classifier": ReorderedClassifier, "evaluate_fixed": on_a_copy,
+        "regression_loss": RIGHT_REGRESSION_LOSSES["squeeze only a second dimension"],
+        "train_step_final": switched_with_train_false_everywhere},
+}
+
+
+@pytest.mark.parametrize("way", sorted(RIGHT_ANSWERS))
+def test_right_answers_earn_every_judged_cell(way):
+    assert _lost(**RIGHT_ANSWERS[way]) == set()
+
+
+# ------------------------------------------------------------------ wrong behaviours, as plain data
+def no_clearing(model, batch, optimizer):
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def step_too_early(model, batch, optimizer, max_norm=1.0):
+    x, y = batch
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    optimizer.step()
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    return loss.item()
+
+
+def clips_before_backward(model, batch, optimizer, max_norm=1.0):
+    x, y = batch
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def predict_with_a_graph(model, x):
+    mode = model.training
+    model.eval()
+    output = model(x)
+    model.train(mode)
+    return output
+
+
+def predict_left_in_eval(model, x):
+    model.eval()
+    with torch.inference_mode():
+        return model(x)
+
+
+@torch.no_grad()
+def predict_in_the_mode_found(model, x):
+    return model(x)
+
+
+def pickled(model, make_model, path):
+    torch.save(model, path)
+    return torch.load(path, weights_only=False)
+
+
+def never_reads(model, make_model, path):
+    torch.save(model.state_dict(), path)
+    new = make_model()
+    new.load_state_dict(model.state_dict())
+    return new
+
+
+def returns_the_model_it_saved(model, make_model, path):
+    torch.save(model.state_dict(), path)
+    model.load_state_dict(torch.load(path))
+    return model
+
+
+def loads_weights_only(model, make_model, path):
+    """Parameters without BatchNorm's buffers: the running statistics stay at their defaults."""
+    torch.save(dict(model.named_parameters()), path)
+    new = make_model()
+    new.load_state_dict(torch.load(path), strict=False)
+    return new
+
+
+class Unnormalised(GoodClassifier):
+    def predict_proba(self, x):
+        return self(x).exp()
+
+
+def sums_tensors(model, batches, loss_fn, optimizer):
+    total = 0
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total = total + loss
+    return (total / len(batches)).item()
+
+
+KEPT = []
+
+
+def keeps_its_last_loss(model, batches, loss_fn, optimizer):
+    def remembering(outputs, targets):
+        KEPT[:] = [loss_fn(outputs, targets)]          # still there when the epoch returns
+        return KEPT[0]
+
+    return good_epoch(model, batches, remembering, optimizer)
+
+
+@torch.no_grad()
+def evaluates_in_the_mode_found(model, x, y):
+    return (model(x).argmax(dim=1) == y).float().mean().item()
+
+
+def always_train_after(model, x, y):
+    accuracy = good_evaluate(model, x, y)
+    model.train()
+    return accuracy
+
+
+def evaluates_with_a_graph(model, x, y):
+    mode = model.training
+    model.eval()
+    accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
+    model.train(mode)
+    return accuracy
+
+
+def off_by_one(train_step, model, batch, optimizer, max_steps):
+    for step in range(max_steps):
+        if not math.isfinite(float(train_step(model, batch, optimizer))):
+            return step
+    return None
+
+
+def keeps_training(train_step, model, batch, optimizer, max_steps):
+    found = None
+    for step in range(1, max_steps + 1):
+        if not math.isfinite(float(train_step(model, batch, optimizer))) and found is None:
+            found = step
+    return found
+
+
+def two_bugs(model, batch, optimizer):
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        accuracy = (model(x).argmax(dim=1) == y).float().mean()
+    return loss.item(), accuracy.item()
+
+
+def left_in_eval(model, batch, optimizer):
+    loss = good_step(model.train(), batch, optimizer)
+    return loss, good_evaluate(model.eval(), *batch)
+
+
+def graph_while_evaluating(model, batch, optimizer):
+    loss = good_step(model.train(), batch, optimizer)
+    model.eval()
+    accuracy = (model(batch[0]).argmax(dim=1) == batch[1]).float().mean().item()
+    model.train()
+    return loss, accuracy
+
+
+# Each wrong behaviour, the answers it replaces, and the judged cells it loses (and no others).
+WRONG_BEHAVIOURS = {
+    "gradients never cleared": ({"train_step_fixed": no_clearing}, {"test_train_step_fixed"}),
+    "the loss returned as a tensor": ({"train_step_fixed": lambda *args: torch.tensor(good_step(*args))},
+                                      {"test_train_step_fixed"}),
+    "step() before backward()": ({"clipped_train_step": step_too_early},
+                                 {"test_clipped_step_order", "test_clipped_step_update"}),
+    "clipping the old gradients": ({"clipped_train_step": clips_before_backward},
+                                   {"test_clipped_step_update"}),
+    "no clipping": ({"clipped_train_step": lambda model, batch, optimizer, max_norm=1.0:
+                     good_step(model, batch, optimizer)}, {"test_clipped_step_update"}),
+    "the batch left where it was": ({"logits_on_model_device": lambda model, x: model(x)},
+                                    {"test_logits_on_model_device"}),
+    "a prediction with a graph": ({"predict": predict_with_a_graph}, {"test_predict"}),
+    "a prediction that leaves evaluation mode on": ({"predict": predict_left_in_eval},
+                                                    {"test_predict_restores_mode"}),
+    "a prediction in the mode found": ({"predict": predict_in_the_mode_found},
+                                       {"test_predict", "test_predict_restores_mode"}),
+    "the whole model pickled": ({"save_and_reload": pickled}, {"test_save_and_reload"}),
+    "the file never read": ({"save_and_reload": never_reads}, {"test_save_and_reload"}),
+    "the saved model returned": ({"save_and_reload": returns_the_model_it_saved}, {"test_save_and_reload"}),
+    "BatchNorm's buffers left behind": ({"save_and_reload": loads_weights_only}, {"test_save_and_reload"}),
+    "a softmax in the model": ({"Classifier": SoftmaxClassifier}, {"test_classifier_logits"}),
+    "probabilities that do not add up to 1": ({"Classifier": Unnormalised}, {"test_classifier_proba"}),
+    "(N, 1) against (N,)": ({"regression_loss": F.mse_loss}, {"test_regression_loss"}),
+    "a running total that keeps every graph": ({"train_epoch_fixed": sums_tensors},
+                                               {"test_train_epoch_fixed"}),
+    "the last graph kept": ({"train_epoch_fixed": keeps_its_last_loss}, {"test_train_epoch_fixed"}),
+    "evaluation in the mode found": ({"evaluate_fixed": evaluates_in_the_mode_found},
+                                     {"test_evaluate_accuracy", "test_evaluate_restores_mode"}),
+    "evaluation that always goes back to training": ({"evaluate_fixed": always_train_after},
+                                                      {"test_evaluate_restores_mode"}),
+    "evaluation with a graph": ({"evaluate_fixed": evaluates_with_a_graph}, {"test_evaluate_accuracy"}),
+    "an in-place residual": ({"ResidualBlockFixed": InPlaceBlock}, {"test_residual_block_fixed"}),
+    "steps counted from 0": ({"first_bad_step": off_by_one}, {"test_first_bad_step"}),
+    "training on after the bad step": ({"first_bad_step": keeps_training}, {"test_first_bad_step"}),
+    "a sigmoid in the binary model": ({"BinaryClassifier": SigmoidBinaryClassifier},
+                                      {"test_binary_classifier_logits", "test_binary_classifier_proba"}),
+    "every size-1 dimension squeezed": ({"BinaryClassifier": SqueezedEverything},
+                                        {"test_binary_classifier_logits", "test_binary_classifier_proba"}),
+    "logits given as probabilities": ({"BinaryClassifier": ProbabilitiesAsLogits},
+                                      {"test_binary_classifier_proba"}),
+    "section 13's two bugs": ({"train_step_final": two_bugs},
+                              {"test_train_step_final", "test_train_step_final_diagnose"}),
+    "the model left in evaluation mode": ({"train_step_final": left_in_eval}, {"test_train_step_final"}),
+    "a graph while measuring the accuracy": ({"train_step_final": graph_while_evaluating},
+                                             {"test_train_step_final", "test_train_step_final_diagnose"}),
+}
+
+
+@pytest.mark.parametrize("behaviour", sorted(WRONG_BEHAVIOURS))
+def test_a_wrong_behaviour_loses_its_judged_cells_only(behaviour):
+    answers, cells = WRONG_BEHAVIOURS[behaviour]
+    assert _lost(**answers) == cells
+
+
+def test_the_update_cells_inputs_need_clipping_and_the_order_cells_do_not():
+    """The reference's fresh gradients exceed max_norm in every call of the update's cell (a step
+    that clips nothing differs there), and stay below it in the order's."""
+    for cell, clipped in (("test_clipped_step_update", True), ("test_clipped_step_order", False)):
+        for secret in ("term", "2026-autumn", "2027-spring"):
+            for seed, n_in, scale, lr, max_norm in calls.requests(LESSON, secret)[cell]:
+                norms = []
+
+                def noting(model, batch, optimizer, max_norm, norms=norms):
+                    x, y = batch
+                    optimizer.zero_grad()
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    norms.append(nn.utils.clip_grad_norm_(model.parameters(), max_norm).item())
+                    optimizer.step()
+                    return loss.item()
+
+                lesson.clipped_train_step_outcome(noting, seed, n_in, scale, lr, max_norm)
+                assert all(norm > max_norm for norm in norms) == clipped, (cell, norms, max_norm)
+                assert clipped or all(norm < max_norm for norm in norms), (cell, norms, max_norm)
+
+
+def test_the_outcomes_leave_the_global_random_state_alone():
+    torch.manual_seed(2024)
+    before = torch.get_rng_state()
+    for call in calls.judged(LESSON):
+        reference = calls.reference_answer(read_solution(LESSON), call)
+        for args in calls.requests(LESSON, "term")[call.grade_cell]:
+            calls.outcome_of(call, reference, args)
+    assert torch.equal(torch.get_rng_state(), before)

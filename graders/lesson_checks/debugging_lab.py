@@ -9,12 +9,14 @@ off (``SHORTCUTS``). Hidden tests compare with reference implementations that li
 
 import contextlib
 import copy
+import functools
 import gc
 import math
 import re
 import tempfile
 import warnings
 import weakref
+import zlib
 from pathlib import Path
 from unittest import mock
 
@@ -898,3 +900,450 @@ def check_diagnose_finds_nothing(train_step_final, seed=515, n_in=2, n_classes=3
     checks.check_equal([finding.code for finding in found], [], hint=HINTS["train_step_final_diagnose"],
                        name=checks.both("hallazgos de diagnose(train_step_final, ...)",
                                         "findings of diagnose(train_step_final, ...)"))
+
+
+# ------------------------------------------------------------------------------- the judge's calls
+# What the judge compares with the reference (graders/judge/calls.py): each fixed bug shows in the
+# data an outcome returns (the weights after steps taken onto old gradients, the mode after the call,
+# the bytes autograd saved, the graphs still alive, the logits on held-out inputs, the file's
+# contents). The outcomes run in the student's kernel on the answer and in the judge on the
+# reference's, on inputs drawn from the class's secret; they build everything from plain numbers.
+TRAINING = {"rtol": 1e-4, "atol": 1e-6}  # a few steps may amplify the last bits of a float
+
+
+def _draw(generator, low: int, high: int) -> int:
+    """An int in [low, high]."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def _seed(generator) -> int:
+    return int(torch.randint(0, 2**31, (1,), generator=generator))
+
+
+def _rate(generator, low: float, high: float) -> float:
+    return round(low + (high - low) * float(torch.rand(1, generator=generator)), 4)
+
+
+def _state(model) -> dict:
+    """The model's parameters and buffers, as plain tensors."""
+    return {key: value.detach().clone() for key, value in model.state_dict().items()}
+
+
+def _floats(values) -> tuple:
+    """Returned numbers as a float64 tensor (compared within the tolerance), and whether each is a float."""
+    return (torch.tensor([float(value) for value in values], dtype=torch.float64),
+            [isinstance(value, float) for value in values])
+
+
+@torch.no_grad()
+def _filled_by_shape(model, seed: int):
+    """Each parameter drawn from ``seed`` and its shape alone: any model of the asked layers, however
+    its attributes are named or ordered, starts from the same weights as the reference."""
+    for param in model.parameters():
+        key = zlib.crc32(repr(tuple(param.shape)).encode())
+        generator = torch.Generator().manual_seed(seed * 4_294_967_296 + key)
+        param.copy_((2 * torch.rand(param.shape, generator=generator) - 1) / math.sqrt(param.shape[-1]))
+    return model
+
+
+def _training_steps(generator):
+    return [(_seed(generator), _draw(generator, 2, 5), _draw(generator, 2, 4), _draw(generator, 8, 16),
+             _rate(generator, 0.05, 0.4), _draw(generator, 2, 3)) for _ in range(3)]
+
+
+def train_step_fixed_outcome(train_step_fixed, seed, n_in, n_classes, n, lr, steps) -> tuple:
+    """``steps`` calls on a small MLP whose ``.grad`` holds an earlier step's leftovers: the losses
+    returned (floats?) and the weights after (they differ when the old gradients are not cleared,
+    when step() comes before backward(), ...)."""
+    x, y = classification_batch(n, n_in, n_classes, checks.seeded_generator(seed))
+    with checks.seeded(seed):
+        model = mlp(n_in, 6, n_classes, activation=nn.Tanh)
+        _leave_old_gradients(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        returned = [train_step_fixed(model, (x, y), optimizer) for _ in range(steps)]
+    return (*_floats(returned), _state(model))
+
+
+def _clipping_steps(generator, low: float, high: float):
+    return [(_seed(generator), _draw(generator, 2, 5), _rate(generator, 2.0, 5.0),
+             _rate(generator, 0.05, 0.3), _rate(generator, low, high)) for _ in range(3)]
+
+
+def clipped_train_step_outcome(clipped_train_step, seed, n_in, scale, lr, max_norm) -> tuple:
+    """Two calls with leftovers in ``.grad`` on inputs of size ``scale``: the losses and the weights
+    after (clipping gradients nobody uses, or the old ones, moves them elsewhere), and the norm the
+    fresh gradients had (above ``max_norm`` where the update's cell judges the clipping)."""
+    x, y = classification_batch(16, n_in, 3, checks.seeded_generator(seed), scale=scale)
+    with checks.seeded(seed):
+        model = mlp(n_in, 8, 3)
+        _leave_old_gradients(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        returned = [clipped_train_step(model, (x, y), optimizer, max_norm) for _ in range(2)]
+    return (*_floats(returned), _state(model))
+
+
+def _device_cases(generator):
+    return [(_seed(generator), _draw(generator, 1, 7), _draw(generator, 2, 6), _draw(generator, 1, 8))
+            for _ in range(2)]
+
+
+def logits_on_model_device_outcome(logits_on_model_device, seed, n_in, n_out, n) -> tuple:
+    """A batch on the CPU given to a model on the CPU (the logits) and to the same model on ``meta``
+    (the output's shape and device: a batch left on the CPU, or sent to a device named in the code,
+    raises there)."""
+    x = torch.randn(n, n_in, generator=checks.seeded_generator(seed))
+    with checks.seeded(seed):
+        model = mlp(n_in, 5, n_out)
+    on_cpu = logits_on_model_device(model, x)
+    on_meta = logits_on_model_device(copy.deepcopy(model).to("meta"), x)
+    return on_cpu.detach().clone(), tuple(on_meta.shape), on_meta.device
+
+
+def _prediction_cases(generator):
+    return [(_seed(generator), _draw(generator, 2, 6), _rate(generator, 0.3, 0.7), _draw(generator, 2, 12),
+             training) for training in (True, False, True)]
+
+
+def predict_outcome(predict, seed, n_in, dropout, n, training) -> tuple:
+    """A warmed-up model with BatchNorm and Dropout, arriving in ``training`` mode: the output (the
+    evaluation-mode one), whether it requires grad or has a grad_fn, and the bytes autograd saved."""
+    generator = checks.seeded_generator(seed)
+    with checks.seeded(seed):
+        model = _warmed_up(mlp(n_in, 16, 3, batchnorm=True, dropout=dropout), n_in, generator).train(training)
+        x = torch.randn(n, n_in, generator=generator)
+        got, saved = _saved_bytes_during(predict, model, x)
+    return got.detach().clone(), got.requires_grad, got.grad_fn is None, saved
+
+
+def _mode_sequences(generator):
+    return [(_seed(generator), [bool(flag) for flag in torch.randint(0, 2, (4,), generator=generator)])
+            for _ in range(2)] + [(_seed(generator), [True, False, True])]
+
+
+def _modes_after(answer, seed, modes, with_labels: bool) -> list:
+    """For each mode the model arrives in: its mode and its layers' after the call, and whether
+    BatchNorm and Dropout ran at least once in evaluation mode during it."""
+    x, y = classification_batch(10, 3, 2, checks.seeded_generator(seed))
+    with checks.seeded(seed):
+        model = mlp(3, 8, 2, batchnorm=True, dropout=0.4)
+    layers = {"batchnorm": model[1], "dropout": model[3]}
+    found = []
+    for start in modes:
+        model.train(start)
+        seen, handles = checks.modes_seen(layers)
+        try:
+            with checks.seeded(seed):
+                answer(model, x, *([y] if with_labels else []))
+        finally:
+            for handle in handles:
+                handle.remove()
+        found.append((model.training, [module.training for module in model.modules()],
+                      [False in [training for name, training in seen if name == key] for key in layers]))
+    return found
+
+
+def predict_restores_mode_outcome(predict, seed, modes) -> list:
+    """After each call: the model's mode and its layers', and whether they ran in evaluation mode."""
+    return _modes_after(predict, seed, modes, with_labels=False)
+
+
+def _reload_cases(generator):
+    return [(_seed(generator), _draw(generator, 2, 8), _draw(generator, 2, 8)) for _ in range(2)]
+
+
+def save_and_reload_outcome(save_and_reload, seed, n_in, n_hidden) -> dict:
+    """A model with BatchNorm whose statistics moved, saved and reloaded: what the file holds when
+    read with ``weights_only=True``, the state of the model returned, whether it is a new one, how
+    many times ``make_model`` and ``torch.load`` were called."""
+    generator = checks.seeded_generator(seed)
+    calls, loads = [], []
+    real_load = torch.load
+
+    def build(offset):
+        with checks.seeded(seed + offset):
+            return nn.Sequential(nn.Linear(n_in, n_hidden), nn.BatchNorm1d(n_hidden), nn.Tanh(),
+                                 nn.Linear(n_hidden, n_in, bias=False))
+
+    def make_model():
+        calls.append(1)
+        return build(len(calls))
+
+    def spied_load(*args, **kwargs):
+        loads.append(1)
+        return real_load(*args, **kwargs)
+
+    original = build(0)
+    original(torch.randn(10, n_in, generator=generator))      # BatchNorm's statistics move
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "weights.pt"
+        with mock.patch.object(torch, "load", spied_load):
+            result = save_and_reload(original, make_model, path)
+        stored, described = _read_weights_only(path)
+    if isinstance(stored, dict) and all(isinstance(value, torch.Tensor) for value in stored.values()):
+        stored = {str(key): value.clone() for key, value in stored.items()}
+    else:
+        stored = f"not a state_dict: {type(stored).__name__}"
+    return {"file": stored, "model": _state(result), "new model": result is not original,
+            "make_model calls": len(calls), "read from the file": len(loads) >= 1}
+
+
+def _classifier_cases(generator):
+    return [(_draw(generator, 2, 5), _draw(generator, 7, 12), _draw(generator, 3, 6), _seed(generator))
+            for _ in range(2)]
+
+
+def _trained_logits(net, x, y, loss_fn, held_out, steps=6):
+    """The logits on ``held_out``, then the losses of ``steps`` Adam steps on (x, y) and the
+    held-out logits again."""
+    before = net(held_out).detach().clone()
+    adam = torch.optim.Adam(net.parameters(), lr=0.05)
+    losses = []
+    for _ in range(steps):
+        adam.zero_grad(set_to_none=True)
+        objective = loss_fn(net(x), y)
+        objective.backward()
+        adam.step()
+        losses.append(objective.item())
+    return before, torch.tensor(losses), net(held_out).detach().clone()
+
+
+def classifier_outcome(Classifier, n_in, n_hidden, n_classes, seed) -> tuple:
+    """``Classifier`` with its weights drawn from ``seed``: the logits on held-out inputs, then the
+    cross-entropy of a few Adam steps and the held-out logits after them (a softmax in the model
+    changes all three)."""
+    generator = checks.seeded_generator(seed)
+    x, y = _blobs_of(24, n_classes, n_in, generator)
+    held_out = 3 * torch.randn(5, n_in, generator=generator)
+    with checks.seeded(seed):
+        net = _filled_by_shape(Classifier(n_in, n_hidden, n_classes), seed)
+        return _trained_logits(net, x, y, F.cross_entropy, held_out)
+
+
+def classifier_proba_outcome(Classifier, n_in, n_hidden, n_classes, seed) -> tuple:
+    """``predict_proba`` on a batch: its shape, its rows' sums and how far it is from the softmax of
+    the model's own logits along dim=1."""
+    x = 3 * torch.randn(7, n_in, generator=checks.seeded_generator(seed))
+    with checks.seeded(seed):
+        net = _filled_by_shape(Classifier(n_in, n_hidden, n_classes), seed)
+        probabilities = net.predict_proba(x).detach().clone()
+        logits = net(x).detach()
+    return tuple(probabilities.shape), probabilities.sum(dim=1), probabilities - torch.softmax(logits, dim=1)
+
+
+def _regression_cases(generator):
+    n = _draw(generator, 2, 12)
+    pairs = [((n, 1), (n,)), ((n,), (n, 1)), ((1, 1), (1,)), ((1,), (1, 1))]
+    return [(torch.randn(pred, generator=generator), torch.randn(target, generator=generator))
+            for pred, target in pairs]
+
+
+def regression_loss_outcome(regression_loss, pred, target) -> tuple:
+    """The loss, its gradient with respect to ``pred`` and the number of warnings it emitted."""
+    pred = pred.clone().requires_grad_(True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = regression_loss(pred, target)
+    (grad,) = torch.autograd.grad(got, pred)
+    return got.detach().clone(), grad, len(caught)
+
+
+def _epochs(generator):
+    return [(_seed(generator), _draw(generator, 3, 6), _draw(generator, 2, 4), _draw(generator, 4, 8),
+             _rate(generator, 0.05, 0.3)) for _ in range(2)]
+
+
+def train_epoch_fixed_outcome(train_epoch_fixed, seed, n_batches, n_in, batch_size, lr) -> tuple:
+    """An epoch with a loss that tags each batch's graph: the mean returned (a float?), the weights
+    after, the losses computed, and the graphs of earlier batches alive during the epoch and at
+    its end (a running total kept as a tensor keeps them all)."""
+    generator = checks.seeded_generator(seed)
+    batches = [classification_batch(batch_size, n_in, 3, generator) for _ in range(n_batches)]
+    loss_fn = _TaggingLoss()
+    with checks.seeded(seed):
+        model = mlp(n_in, 5, 3, activation=nn.Tanh)
+        _leave_old_gradients(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        result = train_epoch_fixed(model, batches, loss_fn, optimizer)
+    return (*_floats([result]), _state(model), torch.tensor(loss_fn.values, dtype=torch.float64),
+            max(loss_fn.older_alive, default=0), loss_fn.alive(loss_fn.tags))
+
+
+def _evaluations(generator):
+    return [(_seed(generator), _draw(generator, 2, 5), _draw(generator, 2, 6), _rate(generator, 0.3, 0.8),
+             _draw(generator, 20, 60), training) for training in (True, False)]
+
+
+def evaluate_fixed_outcome(evaluate_fixed, seed, n_in, n_classes, dropout, n, training) -> tuple:
+    """Labels built so that the evaluation-mode accuracy is known: the accuracy returned (a float?),
+    BatchNorm's statistics after (evaluating must not move them) and the bytes autograd saved."""
+    generator = checks.seeded_generator(seed)
+    with checks.seeded(seed):
+        model = _warmed_up(mlp(n_in, 24, n_classes, batchnorm=True, dropout=dropout), n_in, generator)
+        model.train(training)
+        x = torch.randn(n, n_in, generator=generator)
+        predicted = _eval_outputs(model, x).argmax(dim=1)
+        right = torch.rand(n, generator=generator) < 0.6
+        y = torch.where(right, predicted, (predicted + 1) % n_classes)
+        got, saved = _saved_bytes_during(evaluate_fixed, model, x, y)
+    return (*_floats([got]), _state(model), saved)
+
+
+def evaluate_restores_mode_outcome(evaluate_fixed, seed, modes) -> list:
+    """After each call: the model's mode and its layers', and whether they ran in evaluation mode."""
+    return _modes_after(evaluate_fixed, seed, modes, with_labels=True)
+
+
+def _blocks(generator):
+    cases = []
+    for shape in ([_draw(generator, 1, 6)], [_draw(generator, 1, 3), _draw(generator, 2, 4)]):
+        dim = _draw(generator, 2, 6)
+        x, out_grad = (torch.randn(*shape, dim, generator=generator) for _ in range(2))
+        weight, bias = torch.randn(dim, dim, generator=generator), torch.randn(dim, generator=generator)
+        cases.append((x, out_grad, weight, bias))
+    return cases
+
+
+def residual_block_fixed_outcome(ResidualBlockFixed, x, out_grad, weight, bias) -> tuple:
+    """A block whose fc is (weight, bias): its output on ``x``, the gradients with respect to x,
+    fc.weight and fc.bias of ``out · out_grad`` (an in-place addition makes backward raise), and
+    whether x came back unchanged."""
+    with checks.seeded(0):
+        block = ResidualBlockFixed(x.shape[-1])
+    _set_linear(block.fc, weight, bias)
+    x = x.clone().requires_grad_(True)
+    before = x.detach().clone()
+    out, grads = _block_and_grads(block, x, out_grad)
+    return out.detach().clone(), list(grads), torch.equal(before, x.detach())
+
+
+def _loss_scripts(generator):
+    """Losses whose first non-finite one comes before the last of ``max_steps`` (as floats, then as
+    tensors: training must stop there), and after them."""
+    cases = []
+    for kind in ("found", "not found", "tensors"):
+        first = _draw(generator, 2, 14)
+        last = (1, first - 1) if kind == "not found" else (first + 1, first + 5)  # steps left to stop
+        max_steps = _draw(generator, *last)
+        bad = [math.nan, math.inf, -math.inf][_draw(generator, 0, 2)]
+        losses = [round(value, 4) for value in (10 * torch.rand(first - 1, generator=generator)).tolist()]
+        cases.append((losses + [bad] + [1.0] * 8, max_steps, kind == "tensors"))
+    return cases
+
+
+def first_bad_step_outcome(first_bad_step, losses, max_steps, as_tensors) -> tuple:
+    """A train_step that returns ``losses`` one after another (one-element tensors if ``as_tensors``):
+    the step returned, and how many times train_step was called (none after the first bad one)."""
+    step, calls = _scripted([torch.tensor(value) for value in losses] if as_tensors else list(losses))
+    return first_bad_step(step, None, None, None, max_steps), len(calls)
+
+
+def _binary_cases(generator):
+    return [(_draw(generator, 2, 6), _draw(generator, 5, 10), _seed(generator)) for _ in range(2)]
+
+
+def binary_classifier_outcome(BinaryClassifier, n_in, n_hidden, seed) -> tuple:
+    """``BinaryClassifier`` with its weights drawn from ``seed``: the logits of one example (shape
+    (1,)), the held-out logits, the ``BCEWithLogitsLoss`` of a few Adam steps and the held-out
+    logits after them (a sigmoid in the model changes them)."""
+    generator = checks.seeded_generator(seed)
+    x, y = _binary_blobs(24, n_in, generator)
+    held_out = 3 * torch.randn(5, n_in, generator=generator)
+    with checks.seeded(seed):
+        net = _filled_by_shape(BinaryClassifier(n_in, n_hidden), seed)
+        one = net(held_out[:1]).detach().clone()
+        return (one, *_trained_logits(net, x, y, nn.BCEWithLogitsLoss(), held_out))
+
+
+def binary_predict_proba_outcome(BinaryClassifier, n_in, n_hidden, seed) -> tuple:
+    """``predict_proba`` of a batch and of one example, with the weights drawn from ``seed``."""
+    x = 3 * torch.randn(6, n_in, generator=checks.seeded_generator(seed))
+    with checks.seeded(seed):
+        net = _filled_by_shape(BinaryClassifier(n_in, n_hidden), seed)
+        return net.predict_proba(x).detach().clone(), net.predict_proba(x[:1]).detach().clone()
+
+
+def train_step_final_outcome(train_step_final, seed, n_in, n_classes, n, lr, steps) -> tuple:
+    """A model with BatchNorm arriving in evaluation mode with leftovers in ``.grad``: the (loss,
+    accuracy) pairs returned (floats in a tuple?), the mode after each call, the bytes autograd saved
+    after step() (measuring the accuracy builds no graph), and the weights and BatchNorm's statistics
+    after (a step taken in evaluation mode moves neither alike)."""
+    x, y = classification_batch(n, n_in, n_classes, checks.seeded_generator(seed))
+    returned, modes, saved_after_step, stepped = [], [], [], []
+
+    def pack(tensor):
+        if stepped:
+            saved_after_step[-1] += tensor.numel() * tensor.element_size()
+        return tensor
+
+    with checks.seeded(seed):
+        model = mlp(n_in, 12, n_classes, batchnorm=True, activation=nn.Tanh)
+        _leave_old_gradients(model)
+        model.train(False)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        optimizer.register_step_post_hook(lambda *args: stepped.append(True))
+        for _ in range(steps):
+            stepped.clear()
+            saved_after_step.append(0)
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+                returned.append(train_step_final(model, (x, y), optimizer))
+            modes.append(model.training)
+    return ([isinstance(pair, tuple) for pair in returned], [_floats(pair) for pair in returned], modes,
+            saved_after_step, _state(model))
+
+
+def _diagnose_cases(generator):
+    return [(_seed(generator), _draw(generator, 2, 5), _draw(generator, 2, 5)) for _ in range(2)]
+
+
+def diagnose_outcome(train_step_final, seed, n_in, n_classes) -> list:
+    """The codes of what ``course.diagnose`` finds watching a few steps on a model with BatchNorm
+    and Dropout (none for a right step)."""
+    batch = classification_batch(16, n_in, n_classes, checks.seeded_generator(seed))
+    with checks.seeded(seed):
+        model = nn.Sequential(nn.Linear(n_in, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.2),
+                              nn.Linear(8, n_classes))
+        found = diagnose(train_step_final, model, batch, show=False, language="en")
+    return [finding.code for finding in found]
+
+
+JUDGED = [
+    checks.JudgedCall("test_train_step_fixed", "train_step_fixed", "train_step_fixed", _training_steps,
+                      TRAINING, outcome=train_step_fixed_outcome),
+    checks.JudgedCall("test_clipped_step_order", "clipped_train_step", "clipped_train_step",
+                      functools.partial(_clipping_steps, low=20.0, high=50.0), TRAINING,
+                      outcome=clipped_train_step_outcome),
+    checks.JudgedCall("test_clipped_step_update", "clipped_train_step", "clipped_train_step",
+                      functools.partial(_clipping_steps, low=0.05, high=0.5), TRAINING,
+                      outcome=clipped_train_step_outcome),
+    checks.JudgedCall("test_logits_on_model_device", "logits_on_model_device", "logits_on_model_device",
+                      _device_cases, outcome=logits_on_model_device_outcome),
+    checks.JudgedCall("test_predict", "predict", "predict", _prediction_cases, outcome=predict_outcome),
+    checks.JudgedCall("test_predict_restores_mode", "predict", "predict", _mode_sequences,
+                      outcome=predict_restores_mode_outcome),
+    checks.JudgedCall("test_save_and_reload", "save_and_reload", "save_and_reload", _reload_cases,
+                      outcome=save_and_reload_outcome),
+    checks.JudgedCall("test_classifier_logits", "Classifier", "classifier", _classifier_cases, TRAINING,
+                      outcome=classifier_outcome),
+    checks.JudgedCall("test_classifier_proba", "Classifier", "classifier", _classifier_cases,
+                      outcome=classifier_proba_outcome),
+    checks.JudgedCall("test_regression_loss", "regression_loss", "regression_loss", _regression_cases,
+                      outcome=regression_loss_outcome),
+    checks.JudgedCall("test_train_epoch_fixed", "train_epoch_fixed", "train_epoch_fixed", _epochs, TRAINING,
+                      outcome=train_epoch_fixed_outcome),
+    checks.JudgedCall("test_evaluate_accuracy", "evaluate_fixed", "evaluate_fixed", _evaluations, TRAINING,
+                      outcome=evaluate_fixed_outcome),
+    checks.JudgedCall("test_evaluate_restores_mode", "evaluate_fixed", "evaluate_fixed", _mode_sequences,
+                      outcome=evaluate_restores_mode_outcome),
+    checks.JudgedCall("test_residual_block_fixed", "ResidualBlockFixed", "residual_block_fixed", _blocks,
+                      outcome=residual_block_fixed_outcome),
+    checks.JudgedCall("test_first_bad_step", "first_bad_step", "first_bad_step", _loss_scripts,
+                      outcome=first_bad_step_outcome),
+    checks.JudgedCall("test_binary_classifier_logits", "BinaryClassifier", "binary_classifier", _binary_cases,
+                      TRAINING, outcome=binary_classifier_outcome),
+    checks.JudgedCall("test_binary_classifier_proba", "BinaryClassifier", "binary_classifier", _binary_cases,
+                      outcome=binary_predict_proba_outcome),
+    checks.JudgedCall("test_train_step_final", "train_step_final", "train_step_final", _training_steps,
+                      TRAINING, outcome=train_step_final_outcome),
+    checks.JudgedCall("test_train_step_final_diagnose", "train_step_final", "train_step_final",
+                      _diagnose_cases, outcome=diagnose_outcome),
+]
