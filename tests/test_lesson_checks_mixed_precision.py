@@ -10,14 +10,19 @@ import time
 import pytest
 import torch
 from check_messages import failure
+from lesson_files import read_solution
 from torch.cuda import is_bf16_supported as bf16_imported_early
 from torch.nn import functional as F
+from wrong_answers import WRONG_ANSWERS
 
 import course
 from course import amp, memory, timing
 from course.timing import time_calls
 from graders.checks import CheckFailed
+from graders.judge import calls, wire
+from graders.judge.wire import Refused
 from graders.lesson_checks import mixed_precision as lesson
+from graders.lessons import solution_path
 
 pytestmark = pytest.mark.usefixtures("english")
 
@@ -551,7 +556,8 @@ def test_a_right_amp_train_step_passes_every_check_visible_and_hidden():
             lesson.check_clipped_step(record)
 
 
-@pytest.mark.parametrize(("mistake", "failing"), [
+# The usual mistakes, and the checks (the grade cells' names after test_amp_train_step_) each fails.
+AMP_MISTAKES = [
     (dict(autocast=False), ["autocast"]),
     (dict(loss_inside=False), ["autocast"]),
     (dict(zero=False), ["update", "scaler", "clipping"]),
@@ -562,7 +568,10 @@ def test_a_right_amp_train_step_passes_every_check_visible_and_hidden():
     (dict(through_scaler=False), ["scaler", "clipping"]),
     (dict(clip="before"), ["clipping"]),
     (dict(clip="none"), ["clipping"]),
-])
+]
+
+
+@pytest.mark.parametrize(("mistake", "failing"), AMP_MISTAKES)
 def test_each_usual_mistake_loses_the_points_of_its_own_behaviour(mistake, failing):
     assert _passes_and_fails(_stepper(**mistake)) == failing
 
@@ -658,3 +667,141 @@ def test_in_a_kernel_a_clock_imported_by_name_earns_both_grade_cells_with_their_
         scores = {grade_id(cell): (score, points) for cell, score, points in scored}
     write(source, tmp_path / "executed.ipynb")
     assert scores == {"test_time_per_call_median": (1, 1), "test_time_per_call_synchronizes": (1, 1)}, scores
+
+
+# ------------------------------------------------------------------------------- decided by the judge
+LESSON = "06_mixed_precision"
+
+
+def _judged_lost(answers: dict, secret: str = "term") -> list:
+    """The judged grade cells of the exercises ``answers`` answers (their names: the answers) that a
+    kernel holding the notebook's imports, the reference's answers and ``answers`` in place of some
+    loses, through the probe and the wire as grading runs them."""
+    cells = tuple(dict.fromkeys(cell for call in calls.judged(LESSON) for cell in calls.answer_cells(call)))
+    asked = [call for call in calls.probe_calls(LESSON, secret) if call["function"] in answers]
+    namespace = {**calls.reference_namespace(read_solution(LESSON), cells), **answers}
+    exec(wire.probe([], asked), namespace)
+    returned = wire.decode_reply(namespace[wire.RESULT])[1]
+    points = {call.grade_cell: 1.0 for call in calls.judged(LESSON)}
+    scores = calls.cell_scores(LESSON, secret, solution_path(LESSON), returned, points)
+    return [call["cell"] for call in asked if scores[call["cell"]] == 0]
+
+
+def test_every_grade_cell_of_the_lesson_is_decided_by_the_judge_too():
+    assert calls.coverage(LESSON) == (13.0, 13.0, [])
+
+
+@pytest.mark.parametrize(("mistake", "failing"), AMP_MISTAKES)
+def test_the_judge_takes_from_each_amp_mistake_the_cells_the_kernels_checks_take(mistake, failing):
+    """Each cell's outcome holds the data of its own behaviour only: autocast's state, the step in
+    float32 with a scaler off, the scaler's calls and scale, clipping."""
+    assert _judged_lost({"amp_train_step": _stepper(**mistake)}) == [
+        f"test_amp_train_step_{name}" for name in failing]
+
+
+def test_the_judge_gives_a_right_amp_train_step_written_another_way_every_cell():
+    def another_way(model, batch, loss_fn, optimizer, scaler, device, dtype, max_norm=None):
+        inputs, targets = batch[0].to(device=device), batch[1].to(device, non_blocking=True)
+        model.zero_grad(set_to_none=False)
+        on = dtype in (torch.float16, torch.bfloat16)
+        with torch.amp.autocast(torch.device(device).type, dtype=dtype if on else torch.bfloat16, enabled=on):
+            loss = loss_fn(model(inputs), targets)
+        scaled = scaler.scale(loss)
+        scaled.backward()
+        if max_norm:
+            scaler.unscale_(optimizer)
+            grads = [p.grad for p in model.parameters()]
+            total = torch.cat([g.flatten() for g in grads]).norm()
+            for grad in grads:
+                grad.mul_(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach().item()
+
+    assert _judged_lost({"amp_train_step": _stepper()}) == []
+    assert _judged_lost({"amp_train_step": another_way}, secret="another term") == []
+
+
+def test_the_judge_times_on_the_simulated_clock_and_accepts_both_ways_of_waiting_for_cuda():
+    forms = ("perf_counter_ns", "from torch.cuda import synchronize")
+    right = [_timer(), *(_clock_answer(*RIGHT_TIMERS[form]) for form in forms),
+             *(_notebook_answer(_EVENTS_ANSWER.replace("    BODY", body)) for body in EVENT_BODIES.values())]
+    for answer in right:
+        assert _judged_lost({"time_per_call": answer}) == []
+    median, waits = "test_time_per_call_median", "test_time_per_call_synchronizes"
+    assert _judged_lost({"time_per_call": _timer(middle=lambda times: sum(times) / len(times))}) == [median]
+    assert median in _judged_lost({"time_per_call": _timer(warmup_timed=True)})
+    for mistake in (dict(sync_before=False), dict(sync_after=False), dict(sync_everywhere=True)):
+        assert _judged_lost({"time_per_call": _timer(**mistake)}) == [waits]
+    milliseconds = _clock_answer("from time import perf_counter_ns", "perf_counter_ns",
+                                 "torch.cuda.synchronize", "/ 1e6")
+    assert _judged_lost({"time_per_call": milliseconds}) == [median, waits]
+    as_tensor = _timer(middle=lambda times: torch.tensor(times).median())
+    assert _judged_lost({"time_per_call": as_tensor}) == [median, waits]
+    read_before_waiting = EVENT_BODIES["one pair reused, waiting for the end event"].replace(
+        "        end.synchronize()\n", "")
+    assert _judged_lost({"time_per_call": _notebook_answer(
+        _EVENTS_ANSWER.replace("    BODY", read_before_waiting))}) == [waits]
+
+
+def test_a_time_per_call_that_compares_the_device_with_the_text_cuda_loses_the_waits_cell():
+    namespace = {"torch": torch, "time": time, "statistics": statistics}
+    exec(WRONG_ANSWERS[LESSON]["time_per_call"], namespace)
+    for secret in ("term", "another term", "a third term"):
+        assert _judged_lost({"time_per_call": namespace["time_per_call"]}, secret) == [
+            "test_time_per_call_synchronizes"]
+
+
+def test_the_waits_cells_accept_refuses_what_is_not_the_outcomes_shape():
+    args = ("cuda:0", [0.02, 0.03], 1)
+    fenced = ["call"] + ["sync", "clock", "call", "sync", "clock"] * 2
+    assert lesson.time_per_call_synchronizes_accept({"returned": 0.025, "events": fenced}, None, args)
+    for got in (None, [], Refused("builtins.object"), {"returned": 0.025},
+                {"returned": "0.025", "events": fenced}, {"returned": 0.025, "events": tuple(fenced)},
+                {"returned": 0.025, "events": fenced, "more": 1}, {"returned": 0.025, "events": fenced[1:]},
+                {"returned": 25.0, "events": fenced}, {"returned": 0.025, "events": [["call"], 1, None]}):
+        assert not lesson.time_per_call_synchronizes_accept(got, None, args), got
+    assert not lesson.time_per_call_synchronizes_accept({"returned": 0.025, "events": fenced}, None,
+                                                        ("cpu", [0.02, 0.03], 1))
+
+
+def test_the_judge_asks_pick_amp_dtype_on_simulated_gpus():
+    by_capability = _picker(lambda: torch.cuda.get_device_capability() >= (8, 0))
+    by_properties = _picker(lambda: torch.cuda.get_device_properties(0).major >= 8)
+    for answer in (_pick, by_capability, by_properties):
+        assert _judged_lost({"pick_amp_dtype": answer}) == []
+
+    def always_asks(device, bf16_supported=None):
+        return _pick(device, None)
+
+    def never_asks(device, bf16_supported=None):
+        return _pick(device, bool(bf16_supported))
+
+    def never_raises(device, bf16_supported=None):
+        return _pick(device, bf16_supported) if torch.device(device).type in ("cpu", "cuda", "mps") else None
+
+    def through_the_course(device, bf16_supported=None):
+        if torch.device(device).type != "cuda" or bf16_supported is not None:
+            return _pick(device, bf16_supported)
+        return torch.bfloat16 if amp.autocast_supported("cuda", torch.bfloat16) else torch.float16
+
+    wrong = [_picker(lambda: torch.cuda.is_bf16_supported()), always_asks, never_asks, never_raises,
+             through_the_course, lambda device, bf16_supported=None: torch.float16]
+    for answer in wrong:
+        for secret in ("term", "another term"):
+            assert _judged_lost({"pick_amp_dtype": answer}, secret) == ["test_pick_amp_dtype"]
+    assert amp.autocast_supported.__module__ == "course.amp"
+    assert torch.cuda.is_bf16_supported.__module__ == "torch.cuda"
+
+
+def test_the_judge_hands_fp16_fate_grids_that_are_not_contiguous():
+    for answer in (_fate, _fate_by_the_limits):
+        assert _judged_lost({"fp16_fate": answer}) == []
+    shape = "test_fp16_fate_shape"
+
+    def flat_views(values):
+        return _fate(values.view(-1)).view(values.shape)        # a permuted grid has no flat view
+
+    assert _judged_lost({"fp16_fate": flat_views}) == [shape]
+    assert shape in _judged_lost({"fp16_fate": lambda values: _fate(values).flatten()})
+    assert shape in _judged_lost({"fp16_fate": lambda values: _fate(values).int()})

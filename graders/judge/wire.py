@@ -92,13 +92,17 @@ def __course_judge_call__(function, args, outcome=None):
     def out_of_time(signum, frame):
         raise TimeoutError("the judge's time for one call ran out")
 
+    try:
+        answer, args = globals()[function], list(map(__course_judge_decode__, args))
+        if outcome:  # imported before the clock starts: the seconds of a first import are not the answer's
+            importlib.import_module("torch._dynamo")  # what a process's first optimizer imports
+            module, name = outcome.split(":")
+            answer, args = getattr(importlib.import_module(module), name), [answer, *args]
+    except BaseException as error:
+        return {{"refused": f"raised {{type(error).__name__}}"}}
     previous = signal.signal(signal.SIGALRM, out_of_time)
     signal.setitimer(signal.ITIMER_REAL, {seconds})
     try:
-        answer, args = globals()[function], list(map(__course_judge_decode__, args))
-        if outcome:
-            module, name = outcome.split(":")
-            answer, args = getattr(importlib.import_module(module), name), [answer, *args]
         return __course_judge_encode__(answer(*args))
     except BaseException as error:
         return {{"refused": f"raised {{type(error).__name__}}"}}

@@ -17,6 +17,11 @@
 - ``amp_train_step`` runs on a model with probes, a loss that notes the gradient of the loss it
   returns, and a real ``GradScaler`` that notes the calls it gets and the gradients its optimizer
   step sees.
+
+When a class is graded, the judge decides every grade cell too (``JUDGED``, at the end): the same
+harnesses run as outcomes on its inputs and give plain data (the median a timing answer returned
+and its events on the simulated clock, the dtypes picked on simulated GPUs, the fates of permuted
+grids, for ``amp_train_step`` per grade cell only the data of its own behaviour).
 """
 
 import math
@@ -927,8 +932,272 @@ def _scale_logs(generator):
     return logs
 
 
+# ----------------------------------------------------------------- judged outcomes: time_per_call
+def _draw_int(generator, low: int, high: int) -> int:
+    """An int in ``[low, high)`` drawn from ``generator``."""
+    return int(torch.randint(low, high, (), generator=generator))
+
+
+def _timed_calls(generator, count: int) -> list:
+    """``count`` durations of timed calls, in seconds, from 1 ms to 0.2 s (4 decimals)."""
+    return [round(t, 4) for t in (0.001 + 0.2 * torch.rand(count, generator=generator,
+                                                         dtype=torch.float64)).tolist()]
+
+
+def _a_float_or_its_type(value):
+    """A float as itself (``time_per_call`` returns one), anything else as the name of its type."""
+    return float(value) if isinstance(value, float) else f"not a float: {type(value).__name__}"
+
+
+def time_per_call_median_outcome(time_per_call, timed: list, warmup: int) -> tuple:
+    """``time_per_call(fn, "cpu", repeats=len(timed), warmup=warmup)`` on the simulated clock: the
+    warm-up calls take 60 s each, the timed ones ``timed``; what it returned (a float, or its type's
+    name) and how many times it called ``fn``."""
+    run = _watch_time_per_call("check_median_of", time_per_call, "cpu",
+                               durations=[60.0] * warmup + list(timed), warmup=warmup,
+                               hint=HINTS["time_per_call"])
+    return _a_float_or_its_type(run.returned), run.events.count("call")
+
+
+def _timing_medians(generator):
+    """Odd and even counts of timed calls, a slow one among them, after warm-ups of 60 s each."""
+    drawn = []
+    for count in (_draw_int(generator, 2, 4) * 2 + 1, _draw_int(generator, 2, 4) * 2,
+                  _draw_int(generator, 3, 8)):
+        timed = _timed_calls(generator, count)
+        timed[_draw_int(generator, 0, count)] = round(0.5 + float(torch.rand((), generator=generator)), 4)
+        drawn.append((timed, _draw_int(generator, 1, 4)))
+    return drawn
+
+
+def time_per_call_synchronizes_outcome(time_per_call, device, timed: list, warmup: int) -> dict:
+    """``time_per_call(fn, device, ...)`` on the simulated clock with ``torch.cuda``'s waits and events
+    spied: what it returned (a float, or its type's name) and what happened, in order (``"call"``,
+    ``"sync"``, ``"clock"``, ``("record", k)``, ``("wait", k)``, ``("elapsed", j, k)``)."""
+    run = _watch_time_per_call("check_fenced_by_syncs", time_per_call, device,
+                               durations=[60.0] * warmup + list(timed), warmup=warmup,
+                               hint=HINTS["time_per_call_sync"])
+    return {"returned": _a_float_or_its_type(run.returned), "events": list(run.events)}
+
+
+def time_per_call_synchronizes_accept(got, want, args) -> bool:
+    """Right ways of timing differ in their events (clock and synchronize, or CUDA events): judged
+    by the properties the kernel's check asks, as data. Every call made; on CUDA each timed call
+    fenced by waits, elsewhere no wait and no event; a time in seconds within the timed calls'."""
+    device, timed, warmup = args
+    try:
+        if not (type(got) is dict and set(got) == {"returned", "events"}):
+            return False
+        returned, events = got["returned"], got["events"]
+        if not (type(events) is list and type(returned) is float
+                and events.count("call") == warmup + len(timed)
+                and min(timed) - 1e-9 <= returned <= max(timed) + 1e-9):
+            return False
+        if torch.device(device).type == "cuda":
+            calls = [i for i, event in enumerate(events) if event == "call"][warmup:]
+            return all(_timed_by_clock(events, i) or _timed_by_events(events, i) for i in calls)
+        return "sync" not in events and not any(isinstance(event, tuple) for event in events)
+    except Exception:       # anything the kernel sent that is not of the outcome's shape
+        return False
+
+
+def _timing_devices(generator):
+    """A CUDA device never spelled "cuda" alone, another in any spelling, and one that is not CUDA."""
+    spelled = ["cuda:0", "cuda:1", torch.device("cuda"), torch.device("cuda", 1)]
+    other = ["cpu", torch.device("cpu"), "meta"]
+    devices = [spelled[_draw_int(generator, 0, 4)], ["cuda", *spelled][_draw_int(generator, 0, 5)],
+               other[_draw_int(generator, 0, 3)]]
+    return [(device, [round(0.01 + 0.06 * t, 4) for t in torch.rand(_draw_int(generator, 2, 5),
+                                                                   generator=generator).tolist()],
+             _draw_int(generator, 0, 3)) for device in devices]
+
+
+# ------------------------------------------------------------------ judged outcomes: fp16_fate, pick
+def fp16_fate_shape_outcome(fp16_fate, values: torch.Tensor, dims: tuple):
+    """``fp16_fate`` of ``values`` permuted by ``dims`` (not contiguous): its fates, shape and dtype
+    as returned."""
+    return fp16_fate(values.permute(dims))
+
+
+def _fate_grids(generator):
+    """Values of every fate in grids of 2 to 4 dimensions, handed over permuted."""
+    drawn = []
+    for rank in (2, 3, 4):
+        shape = [_draw_int(generator, 2, 5) for _ in range(rank)]
+        values, _ = _values_with_known_fates(math.prod(shape), generator)
+        dims = tuple(torch.randperm(rank, generator=generator).tolist())
+        if dims == tuple(range(rank)):
+            dims = dims[::-1]
+        drawn.append((values.reshape(shape), dims))
+    return drawn
+
+
+def pick_amp_dtype_outcome(pick_amp_dtype, cases: list) -> list:
+    """For each ``(device, bf16_supported, gpu)``: ``pick_amp_dtype(device, bf16_supported=...)`` on a
+    simulated ``gpu`` (a key of ``_GPUS`` or None), ``amp.autocast_supported`` off. Gives the dtype (or
+    ``"raises <type>"``, or ``"returned <type>"``) and, when ``bf16_supported`` was given, whether the
+    GPU was asked about bf16 all the same (else None)."""
+    picked = []
+    for device, told, gpu in cases:
+        simulated = _SimulatedGpu(gpu)
+        with checks.stand_ins(_CUDA_PROBES, simulated.stand_in, pick_amp_dtype), \
+                checks.shortcuts_off(SHORTCUTS["check_pick"], pick_amp_dtype):
+            try:
+                got = pick_amp_dtype(device, bf16_supported=told)
+                got = got if type(got) is torch.dtype else f"returned {type(got).__name__}"
+            except Exception as error:
+                got = f"raises {type(error).__name__}"
+        picked.append((got, None if told is None else bool(simulated.asked)))
+    return picked
+
+
+def _devices_to_pick_for(generator):
+    """Every kind of case, each device spelled a random way, shuffled into two calls: CPU, MPS, CUDA
+    told True on a GPU that only emulates bf16 and told False on one with it native, CUDA asking a GPU
+    with native bf16 and one without, and a device type with no mixed precision."""
+    def spelling(kind: str):
+        index = _draw_int(generator, 0, 2)
+        ways = [kind, torch.device(kind)]
+        if kind == "cuda":
+            ways += [f"cuda:{index}", torch.device("cuda", index)]
+        return ways[_draw_int(generator, 0, len(ways))]
+
+    old = ["T4", "V100"][_draw_int(generator, 0, 2)]
+    cases = [(spelling("cpu"), None, None), (spelling("mps"), None, None),
+             (spelling("cuda"), True, old), (spelling("cuda"), False, "A100"),
+             (spelling("cuda"), None, "A100"), (spelling("cuda"), None, old),
+             (["meta", "xla"][_draw_int(generator, 0, 2)], None, None)]
+    cases = [cases[i] for i in torch.randperm(len(cases), generator=generator).tolist()]
+    return [(cases[:4],), (cases[4:],)]
+
+
+# ------------------------------------------------------------------ judged outcomes: amp_train_step
+# Each grade cell's outcome gives the data of its own behaviour only, so that a mistake costs the
+# points of that behaviour as in the kernel's checks: the autocast state and dtypes (no weights);
+# the step in float32 with a scaler switched off (moves, weights, loss returned); the scaler's calls,
+# scale, weights and loss in float32 with a scaler on; the same under clipping, no loss. A float32
+# step with a real GradScaler on the CPU sees every scaler call in its weights and scale, and no
+# autocast mistake reaches it.
+_LOSSES = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}
+
+
+def _loss_or_its_type(value):
+    """The loss returned, as a float64 tensor (so the tolerance applies), or its type's name."""
+    return torch.tensor(float(value), dtype=torch.float64) if isinstance(value, float) else \
+        f"not a float: {type(value).__name__}"
+
+
+def _device_name(device) -> str:
+    try:
+        return str(torch.device(device))
+    except (RuntimeError, TypeError):
+        return f"not a device: {type(device).__name__}"
+
+
+def amp_train_step_autocast_outcome(amp_train_step, seed: int, widths: tuple, dtype, loss: str,
+                                    steps: int) -> list:
+    """Per step (a scaler switched off): in each forward pass, (autocast on, its dtype, the dtype of
+    the first linear layer's output); in each call of the loss, (autocast on, its dtype); the
+    warnings raised."""
+    records = run_amp_steps(amp_train_step, seed=seed, dtype=dtype, base=_LOSSES[loss], widths=tuple(widths),
+                            steps=steps)
+    return [{"forward": [entry[1:] for entry in record.log if isinstance(entry, tuple)],
+             "loss": [call.autocast for call in record.loss_calls], "warnings": record.caught}
+            for record in records]
+
+
+def amp_train_step_update_outcome(amp_train_step, seed: int, widths: tuple, loss: str, steps: int) -> list:
+    """Per step in float32, a scaler switched off, the batch's tensors reaching the model only through
+    ``.to``: where they were moved, the loss returned, the weights after the step."""
+    records = run_amp_steps(amp_train_step, seed=seed, dtype=torch.float32, base=_LOSSES[loss],
+                            widths=tuple(widths), steps=steps, parcels=True)
+    return [{"moved": [_device_name(device) for device in record.moves],
+             "loss": _loss_or_its_type(record.returned), "weights": record.after} for record in records]
+
+
+def amp_train_step_scaler_outcome(amp_train_step, seed: int, widths: tuple, loss: str, scaler: dict,
+                                  steps: int, overflow: bool) -> list:
+    """Per step in float32 with a GradScaler(``scaler``) on, its gradients overflowing or not: the
+    scaler's calls in order (unscale_ left out: harmless without clipping), its scale, the loss
+    returned and the weights after the step."""
+    records = run_amp_steps(amp_train_step, seed=seed, dtype=torch.float32, base=_LOSSES[loss],
+                            widths=tuple(widths), steps=steps, overflow=overflow, scaler_kwargs=dict(scaler))
+    return [{"calls": record.scaler_calls, "scale": record.scale_after,
+             "loss": _loss_or_its_type(record.returned), "weights": record.after} for record in records]
+
+
+def amp_train_step_clipping_outcome(amp_train_step, seed: int, widths: tuple, loss: str, scaler: dict,
+                                    max_norm: float, steps: int) -> list:
+    """Per step in float32 with a GradScaler(``scaler``) on and ``max_norm``: the scaler's calls in
+    order (unscale_ included), its scale and the weights after the step."""
+    records = run_amp_steps(amp_train_step, seed=seed, dtype=torch.float32, base=_LOSSES[loss],
+                            widths=tuple(widths), steps=steps, max_norm=max_norm, scaler_kwargs=dict(scaler))
+    return [{"calls": record.scaler_calls, "scale": record.scale_after, "weights": record.after}
+            for record in records]
+
+
+def _amp_model(generator) -> tuple:
+    """A seed for the model and its batches, the widths of its layers, the loss's name."""
+    return (_draw_int(generator, 0, 2**31), tuple(_draw_int(generator, 3, 10) for _ in range(3)),
+            ["cross_entropy", "mse"][_draw_int(generator, 0, 2)])
+
+
+def _scaler_settings(generator, low: int = 4, high: int = 17) -> dict:
+    """A GradScaler's settings: a scale of 2^low to 2^(high - 1), that grows after 1 to 3 good steps."""
+    return {"init_scale": 2.0 ** _draw_int(generator, low, high),
+            "growth_interval": _draw_int(generator, 1, 4)}
+
+
+def _autocast_runs(generator):
+    """A step or two under bf16, float32 (autocast off) and fp16, on models of random widths."""
+    return [(*_amp_model(generator)[:2], dtype, loss, _draw_int(generator, 1, 3))
+            for dtype, loss in ((torch.bfloat16, "cross_entropy"), (torch.float32, "mse"),
+                                (torch.float16, ["cross_entropy", "mse"][_draw_int(generator, 0, 2)]))]
+
+
+def _update_runs(generator):
+    """Two to three steps on each of two models: a step that reuses the last one's gradients shows."""
+    return [(*_amp_model(generator), _draw_int(generator, 2, 4)) for _ in range(2)]
+
+
+def _scaler_runs(generator):
+    """Good steps with a scale of 2^4 to 2^16 (an unscaled step shows), good steps with a scale of 1
+    to 4 (gradients a step forgot to zero weigh in the next one), steps whose gradients overflow."""
+    return [(*_amp_model(generator), _scaler_settings(generator, *exponents), steps, overflow)
+            for exponents, steps, overflow in (((4, 17), _draw_int(generator, 2, 4), False),
+                                               ((0, 3), 2, False),
+                                               ((4, 17), _draw_int(generator, 1, 3), True))]
+
+
+def _clipping_runs(generator):
+    """A scale of 1 or 2 and a max_norm of 0.05 to 0.2 (these models' gradient norms are 0.2 to 1),
+    where gradients a step forgot to zero weigh in the next step's clipping; a scale of 2^8 to 2^14
+    and a max_norm of 0.003 to 0.013, where clipping the scaled gradients leaves them far too small."""
+    return [(*_amp_model(generator), _scaler_settings(generator, *exponents),
+             round(10 ** (low + 0.6 * float(torch.rand((), generator=generator))), 5), 2)
+            for exponents, low in (((0, 2), -1.3), ((8, 15), -2.5))]
+
+
+_TRAINED = {"rtol": 1e-4, "atol": 1e-6}    # weights after a few SGD steps: float noise, no more
+
 JUDGED = [
+    checks.JudgedCall("test_time_per_call_median", "time_per_call", "time_per_call", _timing_medians,
+                      outcome=time_per_call_median_outcome),
+    checks.JudgedCall("test_time_per_call_synchronizes", "time_per_call", "time_per_call", _timing_devices,
+                      outcome=time_per_call_synchronizes_outcome, accept=time_per_call_synchronizes_accept),
     checks.JudgedCall("test_tensor_bytes", "tensor_bytes", "tensor_bytes", _shapes_and_dtypes),
     checks.JudgedCall("test_fp16_fate_values", "fp16_fate", "fp16_fate", _magnitudes),
+    checks.JudgedCall("test_fp16_fate_shape", "fp16_fate", "fp16_fate", _fate_grids,
+                      outcome=fp16_fate_shape_outcome),
+    checks.JudgedCall("test_pick_amp_dtype", "pick_amp_dtype", "pick_amp_dtype", _devices_to_pick_for,
+                      outcome=pick_amp_dtype_outcome),
+    checks.JudgedCall("test_amp_train_step_autocast", "amp_train_step", "amp_train_step", _autocast_runs,
+                      outcome=amp_train_step_autocast_outcome),
+    checks.JudgedCall("test_amp_train_step_update", "amp_train_step", "amp_train_step", _update_runs,
+                      _TRAINED, outcome=amp_train_step_update_outcome),
+    checks.JudgedCall("test_amp_train_step_scaler", "amp_train_step", "amp_train_step", _scaler_runs,
+                      _TRAINED, outcome=amp_train_step_scaler_outcome),
+    checks.JudgedCall("test_amp_train_step_clipping", "amp_train_step", "amp_train_step", _clipping_runs,
+                      _TRAINED, outcome=amp_train_step_clipping_outcome),
     checks.JudgedCall("test_skipped_steps", "skipped_steps", "skipped_steps", _scale_logs),
 ]
