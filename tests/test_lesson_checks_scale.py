@@ -6,6 +6,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 from check_messages import failure
@@ -832,3 +833,192 @@ def test_top_by_memory_checks():
             says=("self CPU memory as prof.key_averages() gives it", "hint('top_by_memory')"))
     failure(lesson.check_top_by_memory, top_by_memory_smallest_first, says="the bytes returned, in order")
     failure(lesson.check_top_by_memory, lambda prof, k: [("aten::addmm", 1)] * k, says="distinct operators")
+
+
+# ------------------------------------------------------------------ decided by the judge: the outcomes
+def _judged(answers: dict, cells: set, run_dir=None, secret: str = "term") -> dict:
+    """The judge's score of each of ``cells`` for a kernel holding the reference's answers, some
+    replaced by ``answers``, and ``RUN_DIR`` (the reference's package unless ``run_dir``): the probe
+    run in that namespace, its reply decoded and scored as the grader does."""
+    from graders.judge import calls, wire
+    from graders.lessons import solution_path
+
+    source = nbformat.read(solution_path("07_scale"), 4)
+    judged = [call for call in calls.judged("07_scale") if call.grade_cell in cells]
+    namespace = calls.reference_namespace(source, tuple(dict.fromkeys(
+        cell for call in judged for cell in calls.answer_cells(call))))
+    namespace.update(answers, RUN_DIR=run_dir or lesson._reference_package())
+    asked = [probe for probe in calls.probe_calls("07_scale", secret) if probe["cell"] in cells]
+    exec(wire.probe([], asked), namespace)
+    returned = wire.decode_reply(namespace[wire.RESULT])[1]
+    points = {call.grade_cell: 1.0 for call in calls.judged("07_scale")}
+    scores = calls.cell_scores("07_scale", secret, solution_path("07_scale"), returned, points)
+    return {cell: scores[cell] for cell in cells}
+
+
+def _lost(answers: dict, cells: set, **options) -> set:
+    return {cell for cell, score in _judged(answers, cells, **options).items() if score == 0}
+
+
+ACTIVATION_CELLS = {"test_activation_bytes", "test_activation_bytes_buffers"}
+
+
+def test_the_judge_sees_what_activation_bytes_counts():
+    assert _lost({"activation_bytes": activation_bytes}, ACTIVATION_CELLS) == set()
+    assert _lost({"activation_bytes": activation_bytes_with_buffers}, ACTIVATION_CELLS) == {
+        "test_activation_bytes_buffers"}
+    every_save = {"activation_bytes": activation_bytes_every_save}
+    assert "test_activation_bytes" in _lost(every_save, ACTIVATION_CELLS)
+
+
+def test_the_judge_sees_the_segments_picked_for_a_budget():
+    cells = {"test_segments_for_budget"}
+    assert _lost({"segments_for_budget": segments_for_budget}, cells) == set()
+    assert _lost({"segments_for_budget": segments_the_most}, cells) == cells
+
+    def one_fewer(model, x, budget_bytes):
+        found = segments_for_budget(model, x, budget_bytes)
+        return None if found is None else max(1, found - 1)
+
+    assert _lost({"segments_for_budget": one_fewer}, cells) == cells
+
+
+FREEZE_CELLS = {"test_freeze_backbone", "test_freeze_backbone_head"}
+
+
+def test_the_judge_sees_what_freeze_backbone_leaves_trainable():
+    assert _lost({"freeze_backbone": freeze_backbone}, FREEZE_CELLS) == set()
+    assert _lost({"freeze_backbone": freeze_backbone_only}, FREEZE_CELLS) == {"test_freeze_backbone_head"}
+    assert _lost({"freeze_backbone": freeze_counting_tensors}, FREEZE_CELLS) == FREEZE_CELLS
+
+
+def test_the_judge_sees_what_the_optimizer_holds_and_moves():
+    cells = {"test_trainable_optimizer"}
+    assert _lost({"trainable_optimizer": trainable_optimizer}, cells) == set()
+    assert _lost({"trainable_optimizer": optimizer_of_everything}, cells) == cells
+    adam = lambda model, lr: torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)  # noqa: E731
+    assert _lost({"trainable_optimizer": adam}, cells) == cells
+    wrong_rate = lambda model, lr: trainable_optimizer(model, lr * 10)  # noqa: E731
+    assert _lost({"trainable_optimizer": wrong_rate}, cells) == cells
+
+
+TOP_K_CELLS = {"test_top_k_names_input", "test_top_k_names_output"}
+
+
+def test_the_judge_sees_what_the_pretrained_model_receives_and_what_comes_back():
+    assert _lost({"top_k_names": top_k_names}, TOP_K_CELLS) == set()
+    assert _lost({"top_k_names": top_k_names_imagenet_constants}, TOP_K_CELLS) == {"test_top_k_names_input"}
+    assert _lost({"top_k_names": top_k_names_resized_to_the_crop}, TOP_K_CELLS) == {"test_top_k_names_input"}
+    assert _lost({"top_k_names": top_k_names_in_training_mode}, TOP_K_CELLS) == {"test_top_k_names_input"}
+    assert _lost({"top_k_names": top_k_names_least_likely_first}, TOP_K_CELLS) == {"test_top_k_names_output"}
+
+    def one_call_per_image(model, weights, images, k):
+        return [row for image in images for row in top_k_names(model, weights, image[None], k)]
+
+    assert "test_top_k_names_input" in _lost({"top_k_names": one_call_per_image}, TOP_K_CELLS)
+
+
+def test_the_judge_sees_an_average_that_changes_its_inputs():
+    cells = {"test_average_gradients", "test_average_gradients_inputs"}
+    assert _lost({"average_gradients": average_gradients}, cells) == set()
+    assert _lost({"average_gradients": average_in_place}, cells) == {"test_average_gradients_inputs"}
+    assert _lost({"average_gradients": sum_of_gradients}, cells) == cells
+
+
+CURVE_CELLS = {"test_examples_curve", "test_examples_curve_warmup"}
+
+
+def test_the_judge_judges_the_curve_and_the_warm_up_apart():
+    assert _lost({"examples_curve": examples_curve}, CURVE_CELLS) == set()      # a scheduler, another count
+    assert _lost({"examples_curve": curve_warmup_from_zero}, CURVE_CELLS) == {"test_examples_curve_warmup"}
+    assert "test_examples_curve" in _lost({"examples_curve": curve_without_zero_grad}, CURVE_CELLS)
+    assert "test_examples_curve" in _lost({"examples_curve": curve_counting_batch_size}, CURVE_CELLS)
+
+
+PROFILE_CELLS = {"test_profile_step", "test_top_by_memory"}
+
+
+def test_the_judge_reads_the_profile_and_the_top_rows():
+    assert _lost({"profile_step": profile_step, "top_by_memory": top_by_memory}, PROFILE_CELLS) == set()
+    for wrong in (profile_without_regions, profile_loss_outside_forward, profile_without_memory):
+        assert _lost({"profile_step": wrong}, PROFILE_CELLS) == {"test_profile_step"}, wrong.__name__
+    for wrong in (top_by_memory_with_children, top_by_memory_smallest_first):
+        assert _lost({"top_by_memory": wrong}, PROFILE_CELLS) == {"test_top_by_memory"}, wrong.__name__
+
+
+def test_operators_that_tie_may_come_in_any_order():
+    widths, batch, seed, k = (6, 10, 10, 3), 8, 0, 6
+    table = lesson.top_by_memory_outcome(top_by_memory, widths, batch, seed, k)["table"]
+    ranked = sorted(table.items(), key=lambda pair: -pair[1])
+    assert len({value for _, value in ranked[:k]}) < k          # the case has ties among the top rows
+    by_name = sorted(table.items(), key=lambda pair: (-pair[1], pair[0]))[:k]
+    want, args = {"top": ranked[:k], "table": table}, (widths, batch, seed, k)
+    assert by_name != ranked[:k] and lesson._top_accepted({"top": by_name}, want, args)
+    assert lesson._top_accepted({"top": [(name, float(value)) for name, value in by_name]}, want, args)
+    assert not lesson._top_accepted({"top": by_name[::-1]}, want, args)
+    assert not lesson._top_accepted({"top": ranked[1:k + 1]}, want, args)
+    made_up = [("aten::made_up", value) for _, value in ranked[:k]]
+    assert not lesson._top_accepted({"top": made_up}, want, args)
+
+
+DDP_CELLS = {"test_ddp_training_ranks_agree", "test_ddp_training_shards", "test_ddp_training_learns"}
+
+
+def _lost_by_package(tmp_path, name: str, text: str) -> set:
+    folder = tmp_path / name
+    (folder / "minitrain").mkdir(parents=True)
+    (folder / lesson.TRAINING_FILE).write_text(text)
+    return _lost({}, DDP_CELLS, run_dir=folder)
+
+
+def test_the_judge_runs_the_package_in_ranks_that_are_threads(tmp_path):
+    """Each point of the DDP exercise is judged on its own, from the package in RUN_DIR, as the
+    torchrun checks judge it: a loop without DDP loses only the ranks' agreement, one without
+    set_epoch only the shards."""
+    right = TRAINING.format(**RIGHT)
+    assert _lost_by_package(tmp_path, "right", right) == set()
+    assert _lost_by_package(tmp_path, "no_ddp", TRAINING.format(**{**RIGHT, "wrap": "net = model"})) == {
+        "test_ddp_training_ranks_agree"}
+    unused = "ddp = DistributedDataParallel(model); net = model"      # built, then bypassed
+    assert _lost_by_package(tmp_path, "bypassed", TRAINING.format(**{**RIGHT, "wrap": unused})) == {
+        "test_ddp_training_ranks_agree"}
+    assert _lost_by_package(tmp_path, "same_order", TRAINING.format(**{**RIGHT, "epoch": "pass"})) == {
+        "test_ddp_training_shards"}
+    unseeded = right.replace("shuffle=True, seed=seed)", "shuffle=True)")
+    assert _lost_by_package(tmp_path, "unseeded", unseeded) == {"test_ddp_training_shards"}
+    accumulating = right.replace("optimizer.zero_grad()", "pass")
+    assert _lost_by_package(tmp_path, "accumulating", accumulating) == {"test_ddp_training_learns"}
+    per_epoch = right.replace("            losses.append(loss.item())", "        losses.append(loss.item())")
+    assert _lost_by_package(tmp_path, "per_epoch", per_epoch) == {"test_ddp_training_learns"}
+
+
+def test_a_package_that_fails_in_a_rank_loses_every_cell_and_leaves_no_group(tmp_path):
+    from torch import distributed as dist
+
+    failing = TRAINING.format(**RIGHT).replace("losses = []", "losses = []\n    assert rank == 0")
+    assert _lost_by_package(tmp_path, "failing", failing) == DDP_CELLS
+    assert not dist.is_initialized() and torch._C._is_multithreading_enabled()
+
+
+def test_ranks_that_wait_for_each_other_forever_are_stopped(tmp_path, monkeypatch):
+    from torch import distributed as dist
+
+    monkeypatch.setattr(lesson, "DDP_SECONDS", 0.5)
+    folder = tmp_path / "hanging"
+    (folder / "minitrain").mkdir(parents=True)
+    waits = "    if rank == 1:\n        torch.distributed.barrier()  # rank 0 never comes\n    return losses"
+    (folder / lesson.TRAINING_FILE).write_text(TRAINING.format(**RIGHT).replace("    return losses", waits))
+    with pytest.raises(TimeoutError):
+        lesson.ddp_training_shards_outcome(folder, 2, 8, 1, 4, 0.1, 0)
+    assert not dist.is_initialized() and torch._C._is_multithreading_enabled()
+    assert lesson.ddp_training_shards_outcome(lesson._reference_package(), 2, 8, 1, 4, 0.1, 0)  # works again
+
+
+def test_the_judges_reference_package_is_the_solutions_cell():
+    from lesson_files import read_solution
+
+    cell = next(c for c in read_solution("07_scale").cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                == "ddp_training")
+    assert (lesson._reference_package() / lesson.TRAINING_FILE).read_text() == cell.source.partition("\n")[2]
+    losses = lesson.ddp_training_learns_outcome(lesson._reference_package(), 2, 9, 2, 2, 0.1, 5)
+    assert losses.shape == (6,)     # shares of 5, batches of 2: 3 steps, 2 epochs

@@ -23,6 +23,12 @@ each step's gradients and learning rate; the check recomputes each batch's loss 
 the weights before its step. ``profile_step`` is checked by reading the profile it returns (its
 regions, the operators inside each, the shapes and memory it noted: nothing timed, since times
 change from run to run); ``top_by_memory`` reads a profile the check makes itself.
+
+When a class is graded, every grade cell is also decided by the judge (``JUDGED``, at the end): each
+exercise runs on inputs drawn from the class's secret and what it did comes back as plain data, to
+be compared with what the reference does. The package exercise runs there in-process: one thread
+per rank in torch's threaded process group, where DDP broadcasts and all-reduces between threads
+as it does between processes, in milliseconds instead of a torchrun launch.
 """
 
 import ast
@@ -35,6 +41,7 @@ import numbers
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -1210,8 +1217,574 @@ def check_top_by_memory(top_by_memory) -> None:
 
 
 # -------------------------------------------------------------------- decided by the judge
-# When a class is graded, these exercises' points also need the student's function to return what
-# the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
+# When a class is graded, these exercises' points also need the student's function to give what the
+# reference gives on inputs the judge draws from the class's secret (graders/judge/calls.py): its
+# result, or with an outcome (a ``*_outcome`` function below, run in the student's kernel on the
+# student's answer and in the judge on the reference's) what happened when it ran, as plain data.
+# What the kernel-side checks see by switching a tool off (the course's meter, DistributedSampler)
+# stays theirs; every judged cell also has its outcome here.
+def _seed(generator: torch.Generator) -> int:
+    return int(torch.randint(0, 2**31, (1,), generator=generator))
+
+
+def _drawn(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _normal(shape: tuple, seed: int, dtype=torch.float32) -> torch.Tensor:
+    """Random inputs named by plain data (their shape, a seed): the judge sends the seed, not the values."""
+    return torch.randn(shape, generator=_drawn(seed), dtype=dtype)
+
+
+class _SliceThenGelu(nn.Module):
+    """Linear, then GELU on the first ``kept`` columns: GELU saves a view of the whole output."""
+
+    def __init__(self, width_in: int, width_out: int, kept: int):
+        super().__init__()
+        self.linear = nn.Linear(width_in, width_out)
+        self.kept = kept
+
+    def forward(self, x):
+        return nn.functional.gelu(self.linear(x)[:, :self.kept])
+
+
+_BUILDERS = {
+    "mlp": _mlp,
+    "blocks": blocks,
+    "slice_gelu": _SliceThenGelu,
+    "linear_bn": lambda width_in, features: nn.Sequential(nn.Linear(width_in, features),
+                                                          nn.BatchNorm1d(features)),
+    "cnn": lambda first, second, classes: training.make_cnn(channels=(first, second), num_classes=classes),
+    "image_mlp": lambda hidden, classes: training.make_mlp(hidden=hidden, num_classes=classes),
+}
+
+
+def _built(kind: str, sizes: tuple, seed: int) -> nn.Module:
+    """A model named by plain data: its kind (a key of ``_BUILDERS``), its sizes, its weights' seed."""
+    with checks.seeded(seed):
+        return _BUILDERS[kind](*sizes)
+
+
+# exercise 1: activation bytes
+def activation_bytes_outcome(activation_bytes, kind: str, sizes: tuple, seed: int, shape: tuple,
+                             dtype: torch.dtype, mode: str, input_grad: bool) -> int:
+    """What ``activation_bytes`` counts for a model of ``kind`` in ``mode`` and ``dtype``, on inputs
+    of ``shape`` (asking for their gradient or not)."""
+    model = getattr(_built(kind, sizes, seed).to(dtype), mode)()
+    return activation_bytes(model, _normal(shape, seed, dtype).requires_grad_(input_grad))
+
+
+def _activation_cases(generator):
+    """An MLP whose ReLU output is saved twice, deep blocks in float64, a GELU that saves a view."""
+    batch, width_in, hidden, width_out = (_draw(generator, 3, 40) for _ in range(4))
+    depth, width, rows = _draw(generator, 2, 6), 4 * _draw(generator, 2, 8), _draw(generator, 3, 30)
+    slice_in, slice_out = _draw(generator, 4, 20), _draw(generator, 10, 40)
+    return [("mlp", (width_in, hidden, width_out), _seed(generator), (batch, width_in), torch.float32,
+             "train", False),
+            ("blocks", (depth, width), _seed(generator), (rows, width), torch.float64, "train", False),
+            ("slice_gelu", (slice_in, slice_out, _draw(generator, 1, slice_out - 1)), _seed(generator),
+             (rows, slice_in), torch.float32, "train", True)]
+
+
+def _buffer_cases(generator):
+    """Linear → BatchNorm1d in both modes, and a CNN with BatchNorm2d in both modes."""
+    batch, width_in, features = (_draw(generator, 3, 40) for _ in range(3))
+    cnn = (_draw(generator, 2, 6), _draw(generator, 2, 6), _draw(generator, 2, 9))
+    seed, cnn_seed, images = _seed(generator), _seed(generator), _draw(generator, 2, 4)
+    return [("linear_bn", (width_in, features), seed, (batch, width_in), torch.float32, mode, False)
+            for mode in ("train", "eval")] + [
+        ("cnn", cnn, cnn_seed, (images, 1, 28, 28), torch.float32, mode, False) for mode in ("train", "eval")]
+
+
+# exercise 2: segments for a budget
+def segments_for_budget_outcome(segments_for_budget, depth: int, width: int, batch: int, seed: int,
+                                budget: int):
+    """The number of segments ``segments_for_budget`` picks for ``blocks(depth, width)`` on a batch
+    of ``batch`` and ``budget``."""
+    model, x = _built("blocks", (depth, width), seed), _normal((batch, width), seed)
+    return segments_for_budget(model, x, budget)
+
+
+def _budgets(generator):
+    """One deep model and four budgets: what one segment saves, what a random count saves, one in
+    between, and one byte less than the fewest any count saves (no count fits)."""
+    depth, width, batch = _draw(generator, 5, 9), 16 * _draw(generator, 2, 5), _draw(generator, 8, 40)
+    seed = _seed(generator)
+    model, x = _built("blocks", (depth, width), seed), _normal((batch, width), seed)
+    curve = [saved_with_segments(model, x, k) for k in range(1, depth + 1)]
+    low, high = min(curve), curve[0]
+    budgets = [high, curve[_draw(generator, 2, depth) - 1], low + _draw(generator, 0, high - low), low - 1]
+    return [(depth, width, batch, seed, budget) for budget in budgets]
+
+
+# exercise 3: freeze the backbone
+def freeze_backbone_outcome(freeze_backbone, kind: str, sizes: tuple, seed: int, head_frozen: bool) -> tuple:
+    """What ``freeze_backbone`` returned, each parameter's ``requires_grad`` after, and which ones a
+    backward pass gives a ``.grad``."""
+    model = _built(kind, sizes, seed)
+    if head_frozen:
+        _freeze_head(model)
+    count = freeze_backbone(model)
+    flags = [p.requires_grad for p in model.parameters()]
+    output = model(_normal((2, 1, 28, 28), seed))
+    if output.requires_grad:
+        output.sum().backward()
+    return count, flags, [p.grad is not None for p in model.parameters()]
+
+
+def _backbones(generator, head_frozen: bool):
+    cnn = (_draw(generator, 2, 6), _draw(generator, 2, 6), _draw(generator, 2, 9))
+    mlp = (_draw(generator, 4, 40), _draw(generator, 2, 9))
+    return [("cnn", cnn, _seed(generator), head_frozen), ("image_mlp", mlp, _seed(generator), head_frozen)]
+
+
+# exercise 4: an optimizer for what is trainable
+def trainable_optimizer_outcome(trainable_optimizer, kind: str, sizes: tuple, seed: int, frozen: int,
+                                lr: float) -> tuple:
+    """For a model whose first ``frozen`` layers are frozen: the optimizer's class, each group's
+    rate, which parameters it holds (their places in ``model.parameters()``) and how many entries;
+    then, after one step with gradients of zeros on the frozen ones, whether each frozen one kept
+    its value, and the trainable ones' values."""
+    model = _built(kind, sizes, seed)
+    for p in model[:frozen].parameters():
+        p.requires_grad_(False)
+    built = trainable_optimizer(model, lr)
+    params = list(model.parameters())
+    entries = [p for group in built.param_groups for p in group["params"]]
+    held = [i for i, p in enumerate(params) if any(p is entry for entry in entries)]
+    frozen_params = [p for p in params if not p.requires_grad]
+    before = [p.detach().clone() for p in frozen_params]
+    for p in frozen_params:
+        p.grad = torch.zeros_like(p)          # what zero_grad(set_to_none=False) leaves behind
+    model(_normal((2, 1, 28, 28), seed)).sum().backward()
+    built.step()
+    kind = f"{type(built).__module__}.{type(built).__qualname__}"
+    return (kind, [group["lr"] for group in built.param_groups], held, len(entries),
+            [torch.equal(p, kept) for p, kept in zip(frozen_params, before, strict=True)],
+            [p.detach().clone() for p in params if p.requires_grad])
+
+
+def _frozen_models(generator):
+    """An MLP for images with everything but its head frozen, a CNN with its first block frozen."""
+    rates = [_draw(generator, 1, 9) * 10.0 ** -_draw(generator, 2, 4) for _ in range(2)]
+    mlp = (_draw(generator, 4, 12), _draw(generator, 2, 9))
+    cnn = tuple(_draw(generator, 2, 5) for _ in range(3))
+    return [("image_mlp", mlp, _seed(generator), 3, rates[0]), ("cnn", cnn, _seed(generator), 4, rates[1])]
+
+
+# exercise 5: predicting with torchvision's weights
+def _weights_of(probe_seed):
+    """ResNet-18's weights (``None``), or a made-up weights enum drawn from ``probe_seed``."""
+    if probe_seed is None:
+        from torchvision.models import ResNet18_Weights
+
+        return ResNet18_Weights.DEFAULT
+    return probe_weights(_drawn(probe_seed))
+
+
+def _top_k_call(top_k_names, probe_seed, count: int, height: int, width: int, k: int, seed: int):
+    weights = _weights_of(probe_seed)
+    generator = _drawn(seed)
+    images = torch.randint(0, 256, (count, 3, height, width), generator=generator).to(torch.uint8)
+    spy = _SpyClassifier(torch.randn(count, len(weights.meta["categories"]), generator=generator))
+    spy.train()
+    return top_k_names(spy, weights, images, k), spy
+
+
+def top_k_names_input_outcome(top_k_names, probe_seed, count: int, height: int, width: int, k: int,
+                              seed: int) -> dict:
+    """How the spy model was called: how many times, in which mode, recording a graph or not, and
+    the batch it received (its shape and dtype, each image's channel means, one pixel in 13 each way)."""
+    _, spy = _top_k_call(top_k_names, probe_seed, count, height, width, k, seed)
+    calls = [{"training": call["training"], "grad": call["grad"],
+              "shape": list(call["batch"].shape), "dtype": call["batch"].dtype,
+              "means": call["batch"].double().mean(dim=(-2, -1)).clone(),
+              "pixels": call["batch"][..., ::13, ::13].clone()} for call in spy.calls]
+    return {"calls": calls}
+
+
+def top_k_names_output_outcome(top_k_names, probe_seed, count: int, height: int, width: int, k: int,
+                               seed: int):
+    """The names ``top_k_names`` returned for the spy's random logits."""
+    names, _ = _top_k_call(top_k_names, probe_seed, count, height, width, k, seed)
+    return names
+
+
+def _weights_cases(generator, ks: tuple):
+    cases = []
+    for probe_seed, k in zip((None, _seed(generator)), ks, strict=True):
+        crop = 224 if probe_seed is None else probe_weights(_drawn(probe_seed)).transforms().crop_size[0]
+        cases.append((probe_seed, _draw(generator, 2, 3), _draw(generator, crop // 2, crop + 40),
+                      _draw(generator, crop // 2, crop + 40), k, _seed(generator)))
+    return cases
+
+
+def _named_weights_cases(generator):
+    """ResNet-18's weights with 2-7 names per image, a made-up weights enum with 1-5."""
+    return _weights_cases(generator, ks=(_draw(generator, 2, 7), _draw(generator, 1, 5)))
+
+
+# exercise 6: average gradients
+def average_gradients_inputs_outcome(average_gradients, per_rank: list) -> tuple:
+    """What ``average_gradients`` returned, the inputs after the call, and whether it returned one of
+    the input dicts."""
+    got = average_gradients(per_rank)
+    return got, per_rank, any(got is grads for grads in per_rank)
+
+
+# exercise 8: the package (RUN_DIR holds it; its minitrain/training.py is the answer)
+def _module_from(path: Path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def _package_files():
+    """The lesson's data and model modules, as the lesson writes them."""
+    return (_module_from(FILES / "minitrain" / "data.py", "_judged_minitrain_data"),
+            _module_from(FILES / "minitrain" / "model.py", "_judged_minitrain_model"))
+
+
+class _OneExample(torch.utils.data.Dataset):
+    """``examples`` copies of one example: every batch has the same loss and gradient, whatever the
+    order or the split. Notes the indices it hands out, as the lesson's ``Blobs`` does."""
+
+    def __init__(self, examples: int, seed: int):
+        generator = _drawn(seed)
+        self.x, self.y = torch.randn(8, generator=generator), torch.randint(0, 4, (), generator=generator)
+        self.examples, self.seen = examples, []
+
+    def __len__(self):
+        return self.examples
+
+    def __getitem__(self, index):
+        self.seen.append(int(index))
+        return self.x.clone(), self.y.clone()
+
+
+DDP_SECONDS = 3.0
+_ONE_WORLD = threading.Lock()   # the threaded group replaces torch.distributed's world: one at a time
+
+
+def _threaded_ranks(train, datasets: list, models: list, **options) -> list:
+    """``train(models[rank], datasets[rank], rank=rank, world_size=len(models), **options)`` for every
+    rank at once, one thread per rank in a process group whose collectives run between the threads
+    (torch's threaded process group, made for testing distributed code in one process): DDP broadcasts
+    and all-reduces across the ranks as between processes, in milliseconds. What each rank returned."""
+    import time
+
+    from torch import distributed as dist
+    from torch.testing._internal.distributed import multi_threaded_pg as threaded
+
+    world_size, store, returned = len(models), dist.HashStore(), [None] * len(models)
+    torch._dynamo  # noqa: B018  (DDP imports it when first built: here, not in a rank's thread)
+
+    def rank_work(rank):
+        try:
+            dist.init_process_group("threaded", rank=rank, world_size=world_size, store=store)
+            try:
+                returned[rank] = train(models[rank], datasets[rank], rank=rank, world_size=world_size,
+                                       **options)
+            finally:
+                dist.destroy_process_group()
+        except BaseException as error:  # noqa: BLE001 (a rank that fails wakes the others, then is reported)
+            returned[rank] = error
+            threaded.ProcessLocalGroup.exception_handle(error)
+
+    with _ONE_WORLD:
+        multithreading = torch._C._is_multithreading_enabled()
+        torch._C._distributed_c10d._set_thread_isolation_mode(True)
+        threaded._install_threaded_pg()
+        try:
+            ranks = [threading.Thread(target=rank_work, args=(rank,), daemon=True)
+                     for rank in range(world_size)]
+            for thread in ranks:
+                thread.start()
+            deadline = time.monotonic() + DDP_SECONDS
+            for thread in ranks:
+                thread.join(max(0.0, deadline - time.monotonic()))
+            if any(thread.is_alive() for thread in ranks):
+                threaded.ProcessLocalGroup.exception_handle(TimeoutError())     # wakes the ranks that wait
+                for thread in ranks:
+                    thread.join(0.5)
+                raise TimeoutError(f"the ranks did not finish within {DDP_SECONDS:g} s")
+        finally:
+            threaded.ProcessLocalGroup.reset()
+            threaded._uninstall_threaded_pg()
+            torch._C._distributed_c10d._set_thread_isolation_mode(False)
+            torch._C._set_multithreading_enabled(multithreading)
+    for result in returned:
+        if isinstance(result, BaseException):
+            raise result
+    return returned
+
+
+def _ddp_run(run_dir, world_size: int, examples: int, epochs: int, batch_size: int, lr: float, seed: int,
+             data: str) -> tuple:
+    """``run_dir``'s ``train`` in ``world_size`` ranks, as ``train.py`` calls it under torchrun (each
+    rank's model from ``seed + rank``, its own copy of the data: the lesson's ``Blobs``, or
+    ``_OneExample``): what each rank returned, read and ended with."""
+    train = _module_from(Path(run_dir) / TRAINING_FILE, "_judged_minitrain_training").train
+    data_module, model_module = _package_files()
+    make_data = {"blobs": data_module.Blobs, "one": _OneExample}[data]
+    datasets = [make_data(examples, seed=seed) for _ in range(world_size)]
+    models = [model_module.make_model(seed=seed + rank) for rank in range(world_size)]
+    returned = _threaded_ranks(train, datasets, models, epochs=epochs, batch_size=batch_size, lr=lr,
+                               seed=seed)
+    return returned, [dataset.seen for dataset in datasets], models
+
+
+def ddp_training_ranks_agree_outcome(run_dir, world_size: int, examples: int, epochs: int, batch_size: int,
+                                     lr: float, seed: int) -> list:
+    """Every rank's weights at the end. Run as one step of equal shares, whatever the split the
+    averaged gradient is the whole data's: only DDP's work (rank 0's start everywhere, gradients
+    averaged) decides the weights, not the order, the sampler's seed or the loop around the step."""
+    _, _, models = _ddp_run(run_dir, world_size, examples, epochs, batch_size, lr, seed, "blobs")
+    return [[p.detach().clone() for p in model.parameters()] for model in models]
+
+
+def ddp_training_shards_outcome(run_dir, world_size: int, examples: int, epochs: int, batch_size: int,
+                                lr: float, seed: int) -> list:
+    """The indices every rank read, in order, over every epoch."""
+    return _ddp_run(run_dir, world_size, examples, epochs, batch_size, lr, seed, "one")[1]
+
+
+def ddp_training_learns_outcome(run_dir, world_size: int, examples: int, epochs: int, batch_size: int,
+                                lr: float, seed: int) -> torch.Tensor:
+    """Rank 0's losses, one per step, on copies of one example: the order and the split play no part
+    and neither does DDP (rank 0 starts from its own weights and every rank's gradient is the same)."""
+    returned = _ddp_run(run_dir, world_size, examples, epochs, batch_size, lr, seed, "one")[0]
+    return torch.tensor([float(loss) for loss in returned[0]], dtype=torch.float64)
+
+
+def _ddp_configurations(generator, *, one_step: bool):
+    """Two runs, of 2 and 3 ranks, with a fresh seed and rate. With ``one_step``, one epoch of equal
+    shares (the examples a multiple of the ranks) read in one batch: a single step; else 2-3 epochs
+    of shares padded to equal size, read in batches that leave a remainder."""
+    runs = []
+    for world_size in (2, 3):
+        share = _draw(generator, 5, 12)
+        if one_step:
+            examples, epochs, batch_size = world_size * share, 1, share + _draw(generator, 0, 4)
+        else:
+            examples = world_size * share - _draw(generator, 0, world_size - 1)
+            epochs, batch_size = _draw(generator, 2, 3), _draw(generator, 2, 4)
+        runs.append((world_size, examples, epochs, batch_size, _draw(generator, 5, 30) / 100,
+                     _draw(generator, 0, 99_999)))
+    return runs
+
+
+@functools.cache
+def _reference_package() -> Path:
+    """A folder holding the reference's ``minitrain/training.py``: the solutions' cell without its
+    ``%%writefile`` line. Only the judge calls it (its accept, below), where the course's solutions
+    are; a student's kernel, which runs the outcomes, has no solutions/ and never calls it."""
+    import nbformat
+
+    solutions = Path(__file__).resolve().parents[2] / "solutions" / "07_scale.ipynb"
+    source = next(cell.source for cell in nbformat.read(solutions, 4).cells
+                  if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ddp_training")
+    kept = tempfile.TemporaryDirectory(prefix="minitrain-reference-")
+    _KEPT.append(kept)          # removed when the process ends
+    folder = Path(kept.name)
+    (folder / "minitrain").mkdir()
+    (folder / TRAINING_FILE).write_text(source.partition("\n")[2] if source.startswith("%%") else source)
+    return folder
+
+
+_KEPT = []
+
+
+@functools.cache
+def _reference_outcome(outcome, args: tuple):
+    return outcome(_reference_package(), *args)
+
+
+def _same(got, want, tolerance: dict) -> bool:
+    """``got`` is ``want``: tensors (plain ones) within ``tolerance``, sequences item by item,
+    anything else equal and of the same type."""
+    if isinstance(want, torch.Tensor):
+        if type(got) is not torch.Tensor:
+            return False
+        try:
+            torch.testing.assert_close(got, want, **tolerance)
+        except AssertionError:
+            return False
+        return True
+    if isinstance(want, list | tuple):
+        return isinstance(got, list | tuple) and len(got) == len(want) and all(
+            _same(g, w, tolerance) for g, w in zip(got, want, strict=True))
+    return type(got) is type(want) and got == want
+
+
+def _as_the_reference(outcome, tolerance: dict):
+    """``accept`` for the exercise the notebook leaves in a file (``RUN_DIR``'s package, which the
+    judge's reference namespace cannot hold): the reference's outcome on the same inputs, run in the
+    judge's process on the solutions' file, and what came back must be it."""
+    def accept(got, want, args) -> bool:
+        return _same(got, _reference_outcome(outcome, tuple(args)), tolerance)
+
+    return accept
+
+
+# exercise 9: a curve by examples seen
+class _FixedRateSGD(torch.optim.SGD):
+    """SGD that steps at the rate it was built with, whatever its groups say when it steps: a curve
+    judged without the warm-up (judged on its own)."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, lr=lr)
+        self.fixed = lr
+
+    def step(self, closure=None):
+        said = [group["lr"] for group in self.param_groups]
+        for group in self.param_groups:
+            group["lr"] = self.fixed
+        try:
+            return super().step(closure)
+        finally:
+            for group, rate in zip(self.param_groups, said, strict=True):
+                group["lr"] = rate
+
+
+class _RatesSGD(torch.optim.SGD):
+    """SGD that notes its first group's rate at every step."""
+
+    def __init__(self, params, lr: float):
+        super().__init__(params, lr=lr)
+        self.rates = []
+
+    def step(self, closure=None):
+        self.rates.append(float(self.param_groups[0]["lr"]))
+        return super().step(closure)
+
+
+def _curve_run(examples_curve, optimizer_class, sizes: tuple, seed: int, examples: int, batch_size: int,
+               warmup_steps: int, lr: float):
+    """``examples_curve`` on an MLP of ``sizes`` (in, hidden, classes) and random data, with an
+    optimizer of ``optimizer_class``: the curve, the model and the optimizer."""
+    model = _built("mlp", sizes, seed)
+    optimizer = optimizer_class(model.parameters(), lr=lr)
+    x = _normal((examples, sizes[0]), seed)
+    y = torch.randint(0, sizes[-1], (examples,), generator=_drawn(seed + 1))
+    return examples_curve(model, optimizer, x, y, batch_size, warmup_steps), model, optimizer
+
+
+def examples_curve_outcome(examples_curve, *case) -> dict:
+    """The curve (examples seen, losses) and the weights after it, with an SGD that ignores rate
+    changes: what is judged here is the batches, the steps and the curve, not the warm-up."""
+    curve, model, _ = _curve_run(examples_curve, _FixedRateSGD, *case)
+    return {"seen": [int(seen) for seen, _ in curve],
+            "losses": torch.tensor([float(loss) for _, loss in curve], dtype=torch.float64),
+            "weights": [p.detach().clone() for p in model.parameters()]}
+
+
+def examples_curve_warmup_outcome(examples_curve, *case) -> torch.Tensor:
+    """The rate of every optimizer step."""
+    _, _, optimizer = _curve_run(examples_curve, _RatesSGD, *case)
+    return torch.tensor(optimizer.rates, dtype=torch.float64)
+
+
+def _curves(generator, warmups):
+    """A random MLP and data whose size is no multiple of the batch size, for each of ``warmups``:
+    none (``warmup_steps=1``), one shorter than the pass, one longer."""
+    cases = []
+    for warmup in warmups:
+        batch = _draw(generator, 3, 12)
+        n = batch * _draw(generator, 4, 9) + _draw(generator, 1, batch - 1)
+        sizes = (_draw(generator, 3, 12), _draw(generator, 4, 24), _draw(generator, 2, 6))
+        steps = math.ceil(n / batch)
+        warmup_steps = {"none": 1, "short": _draw(generator, 2, steps - 1),
+                        "long": steps + _draw(generator, 1, 5)}[warmup]
+        cases.append((sizes, _seed(generator), n, batch, warmup_steps,
+                      _draw(generator, 1, 9) * 10.0 ** -_draw(generator, 1, 2)))
+    return cases
+
+
+# exercise 10: profiling a training step
+def _profiled_mlp(widths: tuple, seed: int) -> nn.Sequential:
+    layers = []
+    with checks.seeded(seed):
+        for width_in, width_out in itertools.pairwise(widths):
+            layers += [nn.Linear(width_in, width_out), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+def _profiled_case(widths: tuple, batch: int, seed: int) -> tuple:
+    """An MLP of ``widths``, a batch and its labels, named by plain data."""
+    labels = torch.randint(0, widths[-1], (batch,), generator=_drawn(seed + 1))
+    return _profiled_mlp(widths, seed), _normal((batch, widths[0]), seed), labels
+
+
+def profile_step_outcome(profile_step, widths: tuple, batch: int, seed: int) -> dict:
+    """What the returned profile holds (a finished ``torch.profiler.profile``; how many times each
+    region; inside each, what the check looks for; the first ``aten::linear``'s input shapes; memory
+    noted in ``forward``), the shape that reached the first layer, the optimizer's steps and the
+    weights after."""
+    model, x, y = _profiled_case(widths, batch, seed)
+    optimizer = _RatesSGD(model.parameters(), lr=0.1)
+    reached = []
+    handle = model[0].register_forward_pre_hook(lambda module, args: reached.append(list(args[0].shape)))
+    try:
+        prof = profile_step(model, x, y, optimizer)
+    finally:
+        handle.remove()
+    if not isinstance(prof, torch.profiler.profile):
+        return {"profile": f"{type(prof).__module__}.{type(prof).__qualname__}"}
+    events = prof.events()
+    regions = {region: [e for e in events if e.name == region] for region in REGIONS}
+    counts = {region: len(found) for region, found in regions.items()}
+    shapes = next((e.input_shapes for e in events if e.name == "aten::linear"), None)
+    inside = _inside(regions, model)[0] if set(counts.values()) == {1} else {}
+    return {"profile": "torch.profiler.profile", "regions": counts,
+            "inside": {region: list(seen) if isinstance(seen, tuple) else seen
+                       for region, seen in inside.items()},
+            "input_shapes": [list(shape) for shape in shapes[:2]] if shapes else None,
+            "memory": any(e.cpu_memory_usage != 0 for e in regions["forward"]), "reached": reached,
+            "steps": len(optimizer.rates), "weights": [p.detach().clone() for p in model.parameters()]}
+
+
+def _step_cases(generator):
+    """Two MLPs of random depth and widths, each with a random batch."""
+    cases = []
+    for _ in range(2):
+        widths = tuple(_draw(generator, 4, 24) for _ in range(_draw(generator, 2, 4) + 1))
+        cases.append((widths, _draw(generator, 4, 32), _seed(generator)))
+    return cases
+
+
+def top_by_memory_outcome(top_by_memory, widths: tuple, batch: int, seed: int, k: int) -> dict:
+    """What ``top_by_memory`` returned for a profile of one training step made here, and that
+    profile's self CPU memory per operator (``prof.key_averages()``)."""
+    prof = profile_of_a_step(*_profiled_case(widths, batch, seed))
+    return {"top": top_by_memory(prof, k),
+            "table": {row.key: row.self_cpu_memory_usage for row in prof.key_averages()}}
+
+
+def _top_accepted(got, want, args) -> bool:
+    """``k`` pairs of distinct operators, each with the bytes the judge's own profile of the same step
+    gives it, largest first, none left out that allocated more (operators that tie may come in any
+    order): judged against the reference run's table, which the same step makes the same."""
+    table, k = want["table"], args[-1]
+    if not (isinstance(got, dict) and isinstance(got.get("top"), list) and len(got["top"]) == k):
+        return False
+    pairs = [tuple(pair) for pair in got["top"] if isinstance(pair, tuple | list) and len(pair) == 2]
+    if len(pairs) != k or len({name for name, _ in pairs}) != k:
+        return False
+    values = [value for _, value in pairs]
+    return all(isinstance(name, str) and name in table and isinstance(value, int | float)
+               and not isinstance(value, bool) and value == table[name]
+               for name, value in pairs) and values == sorted(table.values(), reverse=True)[:k]
+
+
+def _profiled_steps(generator):
+    return [(*case, _draw(generator, 2, 6)) for case in _step_cases(generator)]
+
+
 def _splits(generator, shuffle: bool):
     """Every rank's call of ``shard_indices`` for a few splits of random size."""
     calls = []
@@ -1228,11 +1801,53 @@ def _gradients_per_rank(generator):
                "bias": torch.randn(rows, generator=generator)} for _ in range(ranks)],)]
 
 
+TRAINED = {"rtol": 1e-5, "atol": 1e-6}      # a few steps of float32 training, threads summing in any order
 JUDGED = [
+    checks.JudgedCall("test_activation_bytes", "activation_bytes", "activation_bytes", _activation_cases,
+                      outcome=activation_bytes_outcome),
+    checks.JudgedCall("test_activation_bytes_buffers", "activation_bytes", "activation_bytes", _buffer_cases,
+                      outcome=activation_bytes_outcome),
+    checks.JudgedCall("test_segments_for_budget", "segments_for_budget", "segments_for_budget", _budgets,
+                      outcome=segments_for_budget_outcome),
+    checks.JudgedCall("test_freeze_backbone", "freeze_backbone", "freeze_backbone",
+                      functools.partial(_backbones, head_frozen=False), outcome=freeze_backbone_outcome),
+    checks.JudgedCall("test_freeze_backbone_head", "freeze_backbone", "freeze_backbone",
+                      functools.partial(_backbones, head_frozen=True), outcome=freeze_backbone_outcome),
+    checks.JudgedCall("test_trainable_optimizer", "trainable_optimizer", "trainable_optimizer",
+                      _frozen_models, TRAINED, outcome=trainable_optimizer_outcome),
+    checks.JudgedCall("test_top_k_names_input", "top_k_names", "top_k_names",
+                      functools.partial(_weights_cases, ks=(1, 1)), {"rtol": 1e-4, "atol": 1e-4},
+                      outcome=top_k_names_input_outcome),
+    checks.JudgedCall("test_top_k_names_output", "top_k_names", "top_k_names",
+                      _named_weights_cases, outcome=top_k_names_output_outcome),
     checks.JudgedCall("test_shard_indices_in_order", "shard_indices", "shard_indices",
                       functools.partial(_splits, shuffle=False)),
     checks.JudgedCall("test_shard_indices_shuffled", "shard_indices", "shard_indices",
                       functools.partial(_splits, shuffle=True)),
     checks.JudgedCall("test_average_gradients", "average_gradients", "average_gradients",
                       _gradients_per_rank),
+    checks.JudgedCall("test_average_gradients_inputs", "average_gradients", "average_gradients",
+                      _gradients_per_rank, outcome=average_gradients_inputs_outcome),
+    checks.JudgedCall("test_ddp_training_ranks_agree", "RUN_DIR", (),
+                      functools.partial(_ddp_configurations, one_step=True),
+                      outcome=ddp_training_ranks_agree_outcome,
+                      accept=_as_the_reference(ddp_training_ranks_agree_outcome, TRAINED)),
+    checks.JudgedCall("test_ddp_training_shards", "RUN_DIR", (),
+                      functools.partial(_ddp_configurations, one_step=False),
+                      outcome=ddp_training_shards_outcome,
+                      accept=_as_the_reference(ddp_training_shards_outcome, {})),
+    checks.JudgedCall("test_ddp_training_learns", "RUN_DIR", (),
+                      functools.partial(_ddp_configurations, one_step=False),
+                      outcome=ddp_training_learns_outcome,
+                      accept=_as_the_reference(ddp_training_learns_outcome, TRAINED)),
+    checks.JudgedCall("test_examples_curve", "examples_curve", "examples_curve",
+                      functools.partial(_curves, warmups=("none", "short")), TRAINED,
+                      outcome=examples_curve_outcome),
+    checks.JudgedCall("test_examples_curve_warmup", "examples_curve", "examples_curve",
+                      functools.partial(_curves, warmups=("short", "long", "none")),
+                      outcome=examples_curve_warmup_outcome),
+    checks.JudgedCall("test_profile_step", "profile_step", "profile_step", _step_cases, TRAINED,
+                      outcome=profile_step_outcome),
+    checks.JudgedCall("test_top_by_memory", "top_by_memory", "top_by_memory", _profiled_steps,
+                      outcome=top_by_memory_outcome, accept=_top_accepted),
 ]
