@@ -898,13 +898,13 @@ def manual_backward_outcome(manual_backward, *arguments) -> tuple:
     """What ``manual_backward`` returns with grad mode off, then whether its inputs were left as
     they were."""
     before = [argument.clone() for argument in arguments]
-    with torch.no_grad():
+    with torch.set_grad_enabled(False):
         gradients = manual_backward(*arguments)
     return gradients, [torch.equal(argument, kept) for argument, kept in zip(arguments, before, strict=True)]
 
 
 def _layer_gradients(manual_backward, arguments, first: int) -> tuple:
-    with torch.no_grad():
+    with torch.set_grad_enabled(False):
         gradients = manual_backward(*arguments)
     return len(gradients), gradients[first], gradients[first + 1]
 

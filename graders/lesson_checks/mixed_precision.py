@@ -1057,9 +1057,8 @@ def _devices_to_pick_for(generator):
     with native bf16 and one without, and a device type with no mixed precision."""
     def spelling(kind: str):
         index = _draw_int(generator, 0, 2)
-        ways = [kind, torch.device(kind)]
-        if kind == "cuda":
-            ways += [f"cuda:{index}", torch.device("cuda", index)]
+        indexed = [f"cuda:{index}", torch.device("cuda", index)] * (kind == "cuda")
+        ways = [kind, torch.device(kind), *indexed]
         return ways[_draw_int(generator, 0, len(ways))]
 
     old = ["T4", "V100"][_draw_int(generator, 0, 2)]

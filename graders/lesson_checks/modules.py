@@ -1136,7 +1136,7 @@ def load_weights_outcome(load_weights, sizes, seed: int) -> dict:
         except Exception as error:  # the kind of error is what is judged
             raised = type(error).__name__
     x = torch.randn(8, sizes[0], generator=checks.seeded_generator(seed))
-    with torch.no_grad():
+    with torch.set_grad_enabled(False):
         outputs = target.train(False)(x)
     return {"the same model returned": result is target, "state": _plain_state(target.state_dict()),
             "outputs": outputs, "read with a map_location": bool(locations) and None not in locations,
@@ -1261,7 +1261,7 @@ def train_and_eval_outputs_outcome(function, x, hidden: int, outputs: int, p: fl
     calls."""
     with checks.seeded(seed):
         model = _dropout_model(x, hidden, outputs, p).train(training)
-        with torch.no_grad():
+        with torch.set_grad_enabled(False):
             before = model[:-1](x)
         pairs = [function(model, x) for _ in range(2)]
     return {"before the dropout": before,
