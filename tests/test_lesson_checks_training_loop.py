@@ -904,3 +904,204 @@ def test_log_epoch_checks_name_each_typical_mistake():
             says=["expected: 'loss/train'", "got: tags in the writer's folder: []"])
     failure(lesson.check_log_epoch_steps, lambda *args: 1 / 0,
             says=["raised an exception", "ZeroDivisionError"])
+
+
+# ------------------------------------------------------------------------------ the judge's calls
+# What the judge (graders/judge) decides from the kernel's data: the module's outcomes run here as in a
+# kernel, on the inputs a class's secret draws, and their results go through the wire.
+from graders.judge import calls, wire  # noqa: E402  (this section's own tools)
+from graders.lessons import solution_path  # noqa: E402
+
+LESSON = "04_training_loop"
+SECRET = "a term's secret"
+
+
+def _judged(function: str, answer) -> dict:
+    """``{grade cell: the judge's score}`` of the cells that call ``function``, for a kernel holding
+    ``answer`` under that name."""
+    asked = [call for call in calls.probe_calls(LESSON, SECRET) if call["function"] == function]
+    namespace = {function: answer}
+    exec(wire.probe([], asked), namespace)
+    returned = wire.decode_reply(namespace[wire.RESULT])[1]
+    points = {call.grade_cell: 1.0 for call in calls.judged(LESSON)}
+    scores = calls.cell_scores(LESSON, SECRET, solution_path(LESSON), returned, points)
+    return {call["cell"]: scores[call["cell"]] for call in asked}
+
+
+def _lost(function: str, answer) -> set:
+    return {cell for cell, score in _judged(function, answer).items() if score == 0}
+
+
+def _trained_linear(steps: int = 60) -> nn.Module:
+    """A linear classifier trained for a moment on 2,000 training images: near 80 % on the test set."""
+    split = course.fashion_mnist(train=True)
+    index = torch.randperm(len(split.targets), generator=torch.Generator().manual_seed(0))[:2000]
+    images, labels = training.normalize(split.data[index]), split.targets[index]
+    with checks.seeded(0):
+        model = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+    return model
+
+
+def _augmented_test_is_random(mean, std, max_shift=2):
+    train_transform, _ = _cropping(mean, std, max_shift)
+    return train_transform, train_transform
+
+
+def _rate_as_factor(optimizer, total_steps, warmup_steps, min_lr):
+    top = optimizer.param_groups[0]["lr"]
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, total_steps, warmup_steps, top, min_lr))
+
+
+def _loaders_ignoring_workers(root, transform, batch_size, num_workers=0, device="cpu"):
+    return make_loaders(root, transform, batch_size, 0, device)
+
+
+def _loaders_with_own_transform(root, transform, batch_size, num_workers=0, device="cpu"):
+    return make_loaders(root, make_transform(0.286, 0.353), batch_size, num_workers, device)
+
+
+def _loaders_of_the_real_data(root, transform, batch_size, num_workers=0, device="cpu"):
+    return make_loaders(course.ensure_fashion_mnist(), transform, batch_size, num_workers, device)
+
+
+RIGHT_ANSWERS = {   # written here, each another way than the reference's
+    "make_transform": make_transform, "make_loaders": make_loaders, "accuracy": accuracy,
+    "train_one_epoch": train_one_epoch, "evaluate": evaluate, "adamw_step": adamw_step,
+    "warmup_cosine": warmup_cosine, "warmup_cosine_scheduler": warmup_cosine_scheduler, "fit": fit,
+    "accumulation_step": accumulation_step, "make_classifier": make_classifier,
+    "make_augmented_transforms": make_augmented_transforms, "log_epoch": log_epoch}
+
+
+@pytest.mark.parametrize("function", RIGHT_ANSWERS)
+def test_the_judge_gives_a_right_answer_written_another_way_every_cell_it_decides(function):
+    scores = _judged(function, RIGHT_ANSWERS[function])
+    assert scores and set(scores.values()) == {1.0}, scores
+
+
+_BUILT = make_classifier()
+LOADER_BATCHES, LOADER_ORDER = "test_make_loaders_batches", "test_make_loaders_order"
+EPOCH_STEPS, EPOCH_LOSS = "test_train_one_epoch_steps", "test_train_one_epoch_loss"
+EVALUATE_VALUES, EVALUATE_TRACE = "test_evaluate_values", "test_evaluate_leaves_no_trace"
+ADAM_MOMENTS, ADAM_DECAY = "test_adamw_step_moments", "test_adamw_step_decay"
+ACCUMULATION = {"test_accumulation_step", "test_accumulation_loss"}
+AUGMENT_OUTPUT, AUGMENT_RANDOM = "test_augmented_train_output", "test_augmented_train_random"
+AUGMENT_TEST = "test_augmented_test_fixed"
+LOG_STEPS, LOG_METRICS = "test_log_epoch_steps", "test_log_epoch_metrics"
+WRONG_ANSWERS = [   # (the notebook's name, a wrong answer, the judged cells it loses)
+    ("make_transform", lambda mean, std: make_transform(0.5, 0.5), {"test_make_transform"}),
+    ("make_transform", lambda mean, std: __import__("torchvision").transforms.PILToTensor(),
+     {"test_make_transform"}),
+    ("make_loaders", _variant(shuffle=(False, False)), {LOADER_ORDER}),
+    ("make_loaders", _variant(shuffle=(True, True)), {LOADER_ORDER}),
+    ("make_loaders", _variant(pin=True), {LOADER_ORDER}),
+    ("make_loaders", _variant(pin=False), {LOADER_ORDER}),
+    ("make_loaders", _loaders_ignoring_workers, {LOADER_ORDER}),
+    ("make_loaders", _variant(train_splits=(True, True)), {LOADER_BATCHES, LOADER_ORDER}),
+    ("make_loaders", _loaders_with_own_transform, {LOADER_BATCHES, LOADER_ORDER}),
+    ("make_loaders", _loaders_of_the_real_data, {LOADER_BATCHES, LOADER_ORDER}),
+    ("accuracy", lambda logits, targets: float((logits.argmax(dim=1) == targets).sum()), {"test_accuracy"}),
+    ("train_one_epoch", _without_clearing, {EPOCH_STEPS, EPOCH_LOSS}),
+    ("train_one_epoch", _clearing_before_the_step, {EPOCH_STEPS, EPOCH_LOSS}),
+    ("train_one_epoch", _stepping_before_backward, {EPOCH_STEPS, EPOCH_LOSS}),
+    ("train_one_epoch", _eval_mode_loop, {EPOCH_STEPS, EPOCH_LOSS}),
+    ("train_one_epoch", _mean_of_means, {EPOCH_LOSS}),
+    ("evaluate", _train_mode_evaluate, {EVALUATE_VALUES, EVALUATE_TRACE}),
+    ("evaluate", _with_graph, {EVALUATE_TRACE}),
+    ("evaluate", _left_in_eval, {EVALUATE_TRACE}),
+    ("adamw_step", _adam_with_l2, {ADAM_DECAY}),
+    ("adamw_step", _decay_without_lr, {ADAM_DECAY}),
+    ("adamw_step", _no_bias_correction, {ADAM_MOMENTS, ADAM_DECAY}),
+    ("adamw_step", _eps_inside_the_root, {ADAM_MOMENTS, ADAM_DECAY}),
+    ("adamw_step", _rebinding, {ADAM_MOMENTS, ADAM_DECAY}),
+    ("warmup_cosine", _cosine_to_total_steps, {"test_warmup_cosine"}),
+    ("warmup_cosine", _linear_decay, {"test_warmup_cosine"}),
+    ("warmup_cosine", _warmup_from_one_step, {"test_warmup_cosine"}),
+    ("warmup_cosine_scheduler", _rate_as_factor, {"test_warmup_cosine_scheduler"}),
+    ("fit", _fit_keeping_a_reference, {"test_fit_keeps_best", "test_fit_history"}),   # nor the scheduler
+    ("fit", _fit_without_scheduler, {"test_fit_history"}),
+    ("fit", _fit_with_made_up_losses, {"test_fit_history"}),
+    ("accumulation_step", _step_per_micro_batch, ACCUMULATION),
+    ("accumulation_step", _keeping_leftovers, ACCUMULATION),
+    ("accumulation_step", _unweighted, ACCUMULATION),
+    ("make_classifier", _mlp, {"test_classifier_builds"}),
+    ("make_classifier", lambda: nn.Linear(784, 10), {"test_classifier_builds"}),
+    ("make_classifier", lambda: _BUILT, {"test_classifier_builds"}),
+    ("make_augmented_transforms", _normalised_first, {AUGMENT_OUTPUT, AUGMENT_RANDOM}),
+    ("make_augmented_transforms", _upside_down, {AUGMENT_OUTPUT, AUGMENT_RANDOM}),
+    ("make_augmented_transforms", _unchanged, {AUGMENT_OUTPUT, AUGMENT_RANDOM}),
+    ("make_augmented_transforms", _without_flips, {AUGMENT_RANDOM}),
+    ("make_augmented_transforms", _sideways_only, {AUGMENT_RANDOM}),
+    ("make_augmented_transforms", _augmented_test_is_random, {AUGMENT_TEST}),
+    ("make_augmented_transforms", _one_transform, {AUGMENT_OUTPUT, AUGMENT_RANDOM, AUGMENT_TEST}),
+    ("log_epoch", _restarting_steps, {LOG_STEPS}),
+    ("log_epoch", _metrics_at_the_global_step, {LOG_METRICS}),
+    ("log_epoch", _grouped_with_add_scalars, {LOG_STEPS, LOG_METRICS}),
+]
+
+
+@pytest.mark.parametrize(("function", "answer", "lost"), WRONG_ANSWERS,
+                         ids=[f"{function}-{getattr(answer, '__name__', '')}-{i}"
+                              for i, (function, answer, _) in enumerate(WRONG_ANSWERS)])
+def test_the_judge_takes_from_a_wrong_answer_the_cells_its_mistake_shows_in(function, answer, lost):
+    assert _lost(function, answer) == lost
+
+
+# What only the kernel's spy sees: the course's own helpers or torch's optimizer doing the work give the
+# right data; the kernel's check refuses them, and a judged cell scores the lower of the two verdicts.
+def _kept_torch_adamw(param, grad, state, lr, betas, eps, weight_decay):
+    if not state:
+        state["weights"] = nn.Parameter(param.clone())
+        state["optimizer"] = torch.optim.AdamW([state["weights"]], lr=lr, betas=betas, eps=eps,
+                                               weight_decay=weight_decay)
+    state["weights"].grad = grad.clone()
+    state["optimizer"].step()
+    param.copy_(state["weights"].detach())
+
+
+SPY_ONLY = [("train_one_epoch", _course_loop), ("adamw_step", _kept_torch_adamw),
+            ("log_epoch", _without_flush)]
+
+
+@pytest.mark.parametrize(("function", "answer"), SPY_ONLY, ids=[f for f, _ in SPY_ONLY])
+def test_what_only_the_kernels_spy_sees_leaves_the_judged_cells_alone(function, answer):
+    assert _lost(function, answer) == set()
+
+
+def test_the_judge_wants_a_trained_classifier_and_holds_the_labels_itself():
+    trained = _trained_linear()
+    assert _judged("classifier", trained) == {"test_classifier_accuracy": 1.0}
+    assert trained.training, "the model's mode is given back"
+    with checks.seeded(0):
+        untrained = make_classifier()
+    assert _judged("classifier", untrained) == {"test_classifier_accuracy": 0.0}
+    assert untrained.training
+    assert _judged("classifier", _trained_linear(steps=1)) == {"test_classifier_accuracy": 0.0}
+    # the kernel sees the images, never the labels: what it sends back is all the judge takes from it
+    (images,), _ = calls.requests(LESSON, SECRET)["test_classifier_accuracy"]
+    assert images.dtype == torch.uint8 and images.shape == (lesson.JUDGED_IMAGES, 28, 28)
+
+
+def test_the_outcomes_give_back_the_notebooks_random_state_and_names():
+    namespace = globals()
+    original = namespace["train_one_epoch"], namespace["evaluate"]
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    for call in calls.judged(LESSON):
+        if call.function in RIGHT_ANSWERS and call.outcome:
+            for args in calls.requests(LESSON, SECRET)[call.grade_cell][:1]:
+                call.outcome(RIGHT_ANSWERS[call.function], *args)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert (namespace["train_one_epoch"], namespace["evaluate"]) == original
+
+
+def test_the_inputs_differ_from_one_term_to_the_next():
+    this_term, next_term = calls.requests(LESSON, SECRET), calls.requests(LESSON, "next term")
+    for cell in ("test_make_loaders_order", "test_fit_keeps_best", "test_augmented_train_random",
+                 "test_log_epoch_steps"):
+        assert repr(this_term[cell]) != repr(next_term[cell]), cell

@@ -15,6 +15,7 @@ for the student's.
 
 import contextlib
 import copy
+import functools
 import importlib
 import math
 import tempfile
@@ -1355,3 +1356,665 @@ def check_log_epoch_metrics(log_epoch, *, epochs: int = 3, batches: int = 2,
         _check_points(scalars, tag, range(epochs), [epoch[tag] for epoch in metrics], hint=hint,
                       what=checks.both(f"métrica de época tras {epochs} épocas",
                                        f"epoch metric after {epochs} epochs"))
+
+
+# ------------------------------------------------------------------------ the judge's calls (graders/judge)
+# Each grade cell is also decided by the course's judge: it draws the inputs below from the class's
+# secret, the kernel runs the student's answer on them through the ``*_outcome`` function and sends
+# back plain data about what happened, and the judge compares that with what the reference gives on
+# the same inputs (or, for what a random or trained answer gives, judges its properties with an
+# ``accept``). The outcomes build every model, loader, optimizer and data folder from the inputs,
+# keep the global random state (``checks.seeded``) and take a few milliseconds on the CPU.
+def _one_thread(outcome):
+    """``outcome`` run on one CPU thread, the caller's count given back: the tiny models of the
+    outcomes run fastest so on a busy machine, and the kernel and the judge round alike."""
+    @functools.wraps(outcome)
+    def run(*args):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return outcome(*args)
+        finally:
+            torch.set_num_threads(threads)
+    return run
+
+
+def _drawn_seed(generator: torch.Generator) -> int:
+    return int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+
+
+def _draw_int(generator: torch.Generator, low: int, high: int) -> int:
+    """An integer from ``low`` to ``high - 1``."""
+    return int(torch.randint(low, high, (1,), generator=generator))
+
+
+def _draw_float(generator: torch.Generator, low: float, high: float, digits: int = 3) -> float:
+    return round(low + (high - low) * torch.rand(1, generator=generator).item(), digits)
+
+
+def _random_pixels(generator: torch.Generator, height: int, width: int, low: int = 0):
+    return torch.randint(low, 256, (1, height, width), generator=generator, dtype=torch.uint8)
+
+
+# make_transform: what the transform makes of an image of random pixels, of a random size
+def _transform_cases(generator: torch.Generator) -> list:
+    return [(_draw_float(generator, 0.1, 0.6), _draw_float(generator, 0.2, 0.6),
+             _random_pixels(generator, _draw_int(generator, 3, 29), _draw_int(generator, 3, 29)))
+            for _ in range(3)]
+
+
+@_one_thread
+def make_transform_outcome(make_transform, mean: float, std: float, pixels: torch.Tensor):
+    """``make_transform(mean, std)`` applied to the PIL image of ``pixels`` (uint8 ``(1, H, W)``)."""
+    from torchvision.transforms.functional import to_pil_image
+
+    return make_transform(mean, std)(to_pil_image(pixels))
+
+
+# make_loaders: a FashionMNIST folder of random images, written for the call
+_RAW_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+              "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+
+
+def _write_idx(path, values: torch.Tensor) -> None:
+    """``values`` (uint8) as an IDX file, the format of FashionMNIST's raw files: a magic number
+    (unsigned bytes, the number of dimensions), each size as a big-endian int32, then the bytes."""
+    sizes = b"".join(int(size).to_bytes(4, "big") for size in values.shape)
+    path.write_bytes(bytes([0, 0, 0x08, values.ndim]) + sizes + values.contiguous().numpy().tobytes())
+
+
+def _fake_fashion_mnist(root, seed: int, sizes) -> dict:
+    """``root/FashionMNIST/raw`` holding ``sizes`` (train, test) images of random pixels with random
+    labels, as torchvision reads them: ``{split: (images uint8 (N, 28, 28), labels int64 (N,))}``."""
+    from pathlib import Path
+
+    raw = Path(root) / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    generator = checks.seeded_generator(seed)
+    made = {}
+    for split, size in zip(("train", "test"), sizes, strict=True):
+        images = torch.randint(0, 256, (size, 28, 28), generator=generator, dtype=torch.uint8)
+        labels = torch.randint(0, 10, (size,), generator=generator, dtype=torch.uint8)
+        for name, values in zip(_RAW_FILES[split], (images, labels), strict=True):
+            _write_idx(raw / name, values)
+        made[split] = (images, labels.long())
+    return made
+
+
+def _examples_seen(loader, made, offset: float) -> list:
+    """One pass over ``loader``: ``(index in the split, label given)`` of each example, in order; the
+    index is -1 for an image that is not one of the split's (through ``_PixelsPlus(offset)``)."""
+    images, _ = made
+    where = {pixels.numpy().tobytes(): index for index, pixels in enumerate(images)}
+    seen = []
+    for batch, labels in loader:
+        raw = (batch - offset).round().clamp(0, 255).to(torch.uint8).reshape(len(batch), -1)
+        seen += [(where.get(pixels.numpy().tobytes(), -1), int(label))
+                 for pixels, label in zip(raw, labels, strict=True)]
+    return seen
+
+
+def _loader_cases(generator: torch.Generator) -> list:
+    """``(seed, (train size, test size), batch_size, offset, workers)``: sizes that leave a last,
+    smaller batch."""
+    cases = []
+    for _ in range(2):
+        batch_size = _draw_int(generator, 3, 7)
+        sizes = (batch_size * _draw_int(generator, 2, 4) + _draw_int(generator, 1, batch_size),
+                 batch_size * _draw_int(generator, 1, 3) + _draw_int(generator, 1, batch_size))
+        cases.append((_drawn_seed(generator), sizes, batch_size, _draw_offset(generator),
+                      _draw_int(generator, 1, 4)))
+    return cases
+
+
+@contextlib.contextmanager
+def _fake_root(seed: int, sizes):
+    """``(root, {split: (images, labels)})`` of a fake FashionMNIST folder, removed afterwards."""
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder), _fake_fashion_mnist(folder, seed, sizes)
+
+
+@_one_thread
+def make_loaders_batches_outcome(make_loaders, seed: int, sizes, batch_size: int, offset: float,
+                                 workers: int) -> dict:
+    """Per split: the data set's length, the shapes and dtypes of the first batch, and every example
+    of one pass as ``(index in the split, label given)``, sorted (the order is the other cell's)."""
+    with _fake_root(seed, sizes) as (root, made), _quiet_machine_warnings(), checks.seeded(seed):
+        loaders = make_loaders(root, _PixelsPlus(offset), batch_size, num_workers=0, device="cpu")
+        result = {}
+        for split, loader in zip(("train", "test"), loaders, strict=True):
+            x, y = next(iter(loader))
+            result[split] = {"size": len(loader.dataset),
+                             "first batch": (tuple(x.shape), x.dtype, tuple(y.shape), y.dtype),
+                             "examples": sorted(_examples_seen(loader, made[split], offset))}
+    return result
+
+
+@_one_thread
+def make_loaders_order_outcome(make_loaders, seed: int, sizes, batch_size: int, offset: float,
+                               workers: int) -> dict:
+    """Whether two passes over the training loader come in different orders, the order of two passes
+    over the test loader, and ``(num_workers, pin_memory)`` of both loaders built with ``workers``
+    for the CPU, ``torch.device("cuda:0")`` and ``"cuda"`` (built, not iterated)."""
+    with _fake_root(seed, sizes) as (root, made), _quiet_machine_warnings(), checks.seeded(seed):
+        train, test = make_loaders(root, _PixelsPlus(offset), batch_size, num_workers=0, device="cpu")
+        passes = [[index for index, _ in _examples_seen(train, made["train"], offset)] for _ in range(2)]
+        test_order = [[index for index, _ in _examples_seen(test, made["test"], offset)] for _ in range(2)]
+        settings = []
+        for device in ("cpu", torch.device("cuda:0"), "cuda"):
+            built = make_loaders(root, _PixelsPlus(offset), batch_size, num_workers=workers, device=device)
+            settings.append([(loader.num_workers, bool(loader.pin_memory)) for loader in built])
+    return {"train reshuffled": passes[0] != passes[1], "test order": test_order, "settings": settings}
+
+
+# accuracy: random logits whose targets agree with the prediction on a planned number of rows
+def _accuracy_cases(generator: torch.Generator) -> list:
+    return [tuple(_planned_logits(_drawn_seed(generator), _draw_int(generator, 5, 41),
+                                  _draw_int(generator, 2, 11))[:2]) for _ in range(3)]
+
+
+# train_one_epoch: a small model that starts in evaluation mode, a loader whose last batch is smaller
+def _epoch_cases(generator: torch.Generator) -> list:
+    """``(seed, examples, batch_size, widths, lr)``, the last batch of 2 or more examples, smaller."""
+    cases = []
+    for _ in range(2):
+        batch_size = _draw_int(generator, 3, 8)
+        examples = batch_size * _draw_int(generator, 2, 5) + _draw_int(generator, 2, batch_size)
+        widths = (_draw_int(generator, 3, 8), _draw_int(generator, 4, 10), _draw_int(generator, 2, 6))
+        lr = _draw_float(generator, 0.05, 0.4)
+        cases.append((_drawn_seed(generator), examples, batch_size, widths, lr))
+    return cases
+
+
+@_one_thread
+def train_one_epoch_steps_outcome(train_one_epoch, seed: int, examples: int, batch_size: int, widths,
+                                  lr: float) -> list:
+    """The state of a model with BatchNorm, handed over in evaluation mode, after one epoch with plain
+    SGD: each batch's step taken with that batch's gradient, in training mode (batch statistics,
+    running statistics updated), shows in the weights and buffers."""
+    features, hidden, classes = widths
+    with checks.seeded(seed):
+        model = nn.Sequential(nn.Linear(features, hidden), nn.BatchNorm1d(hidden), nn.Tanh(),
+                              nn.Linear(hidden, classes))
+        model.train(False)
+        loader = _classification_loader(seed, examples, batch_size, features, classes)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        train_one_epoch(model, loader, nn.CrossEntropyLoss(), optimizer, _CPU)
+    return [value.detach().clone() for value in model.state_dict().values()]
+
+
+@_one_thread
+def train_one_epoch_loss_outcome(train_one_epoch, seed: int, examples: int, batch_size: int, widths,
+                                 lr: float):
+    """What ``train_one_epoch`` returns for a model whose optimizer does not move it (lr 0): the mean
+    loss per example of the batches, whatever the steps do."""
+    with checks.seeded(seed):
+        model = _small_mlp(widths)
+        loader = _classification_loader(seed, examples, batch_size, widths[0], widths[-1])
+        return train_one_epoch(model, loader, nn.CrossEntropyLoss(),
+                               torch.optim.SGD(model.parameters(), lr=0.0), _CPU)
+
+
+# evaluate: a model with BatchNorm and Dropout in training mode, a last batch smaller
+def _evaluation_cases(generator: torch.Generator) -> list:
+    cases = []
+    for _ in range(2):
+        batch_size = _draw_int(generator, 3, 8)
+        examples = batch_size * _draw_int(generator, 1, 4) + _draw_int(generator, 1, batch_size)
+        cases.append((_drawn_seed(generator), examples, batch_size))
+    return cases
+
+
+@_one_thread
+def evaluate_values_outcome(evaluate, seed: int, examples: int, batch_size: int):
+    """What ``evaluate`` returns for :func:`_evaluation_case`'s model and loader."""
+    with checks.seeded(seed):
+        model, loader, _ = _evaluation_case(seed, examples, batch_size)
+        return evaluate(model, loader, nn.CrossEntropyLoss(), _CPU)
+
+
+@_one_thread
+def evaluate_trace_outcome(evaluate, seed: int, examples: int, batch_size: int) -> list:
+    """For the model handed over in training and in evaluation mode: its modes afterwards, whether it
+    ran, whether any output was in a graph, which parameters hold a ``.grad``, its state after."""
+    traces = []
+    for start_in_training in (True, False):
+        graphs = []
+
+        def note(module, inputs, output, graphs=graphs):
+            graphs.append(output.requires_grad)
+
+        with checks.seeded(seed):
+            model, loader, _ = _evaluation_case(seed, examples, batch_size)
+            model.train(start_in_training)
+            model.register_forward_hook(note)
+            evaluate(model, loader, nn.CrossEntropyLoss(), _CPU)
+        traces.append({"modes": sorted({module.training for module in model.modules()}),
+                       "ran": bool(graphs), "graph": any(graphs),
+                       "grads": [p.grad is not None for p in model.parameters()],
+                       "state": [value.detach().clone() for value in model.state_dict().values()]})
+    return traces
+
+
+# adamw_step: weights after each step, gradients from 1e-9 to 10; with decay, a zero gradient first
+def _adamw_cases(generator: torch.Generator, *, decay: bool) -> list:
+    cases = []
+    for _ in range(2):
+        start, grads = _adamw_case(generator, _draw_int(generator, 2, 6))
+        lr = float(10 ** (-3 + 2 * torch.rand(1, generator=generator).item()))
+        betas = (_draw_float(generator, 0.5, 0.95), _draw_float(generator, 0.9, 0.9999, digits=4))
+        eps = float(10.0 ** _draw_int(generator, -8, -2))
+        weight_decay = _draw_float(generator, 0.05, 0.6) if decay else 0.0
+        if decay:
+            grads = [torch.zeros_like(start), *grads]
+        cases.append((start, grads, lr, betas, eps, weight_decay))
+    return cases
+
+
+@_one_thread
+def adamw_step_outcome(adamw_step, start, grads, lr: float, betas, eps: float, weight_decay: float) -> list:
+    """The weights after each call of ``adamw_step`` on one ``param`` and one ``state``, fed ``grads``."""
+    param, state, trajectory = start.clone(), {}, []
+    for grad in grads:
+        adamw_step(param, grad.clone(), state, lr, tuple(betas), eps, weight_decay)
+        trajectory.append(param.clone())
+    return trajectory
+
+
+# warmup_cosine and its scheduler: every step's rate, for random lengths (one without warm-up)
+def _schedule_cases(generator: torch.Generator) -> list:
+    cases = [_schedule_case(generator) for _ in range(2)]
+    total_steps, _, max_lr, min_lr = _schedule_case(generator)
+    return [*cases, (total_steps, 0, max_lr, min_lr)]
+
+
+def warmup_cosine_outcome(warmup_cosine, total_steps: int, warmup_steps: int, max_lr: float,
+                          min_lr: float) -> list:
+    """The rate at every step."""
+    return [warmup_cosine(step, total_steps, warmup_steps, max_lr, min_lr) for step in range(total_steps)]
+
+
+@_one_thread
+def warmup_cosine_scheduler_outcome(warmup_cosine_scheduler, total_steps: int, warmup_steps: int,
+                                    max_lr: float, min_lr: float) -> list:
+    """The optimizer's rate at every step of a loop that steps the optimizer, then the scheduler."""
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=max_lr)
+    advance = warmup_cosine_scheduler(optimizer, total_steps, warmup_steps, min_lr).step
+    rates = []
+    for _ in range(total_steps):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step(closure=None)
+        advance()
+    return rates
+
+
+# fit: a validation loader whose accuracy follows a plan (the best epoch never the last)
+def _fit_cases(generator: torch.Generator) -> list:
+    """``(seed, plan, gamma)``: accuracies in eighths, one best epoch before the last; in the second
+    case a later epoch as good as the best (the first of them counts)."""
+    cases = []
+    for tie in (False, True):
+        epochs = _draw_int(generator, 3, 6)
+        best, top = _draw_int(generator, 0, epochs - 1), _draw_int(generator, 4, 8)
+        plan = [_draw_int(generator, 1, top) for _ in range(epochs)]
+        plan[best] = top
+        if tie:
+            plan[_draw_int(generator, best + 1, epochs)] = top
+        cases.append((_drawn_seed(generator), tuple(share / 8 for share in plan),
+                      _draw_float(generator, 0.3, 0.9)))
+    return cases
+
+
+def _fit_setup(seed: int, plan, gamma: float | None):
+    """``(model, train_loader, validation, optimizer, scheduler or None)`` of :func:`_watch_fit`."""
+    generator = checks.seeded_generator(seed)
+    x, y = torch.randn(8, 4, generator=generator), torch.randint(0, 3, (8,), generator=generator)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    validation = _PlannedValidation(model, torch.randn(8, 4, generator=generator), plan, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scheduler = (None if gamma is None
+                 else torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=gamma))
+    return model, DataLoader(TensorDataset(x, y), batch_size=4), validation, optimizer, scheduler
+
+
+@_one_thread
+def fit_keeps_best_outcome(fit, seed: int, plan, gamma: float) -> dict:
+    """The best epoch reported, the passes over the validation loader, and the epochs whose weights
+    (as the validation loader saw them) the model holds after ``fit``."""
+    with checks.seeded(seed):
+        model, train_loader, validation, optimizer, _ = _fit_setup(seed, plan, None)
+        history = fit(model, train_loader, validation, nn.CrossEntropyLoss(), optimizer, _CPU, len(plan),
+                      None)
+    final = model.state_dict()
+    held = [epoch for epoch, seen in enumerate(validation.snapshots)
+            if all(torch.equal(final[key], value) for key, value in seen.items())]
+    return {"best_epoch": history["best_epoch"], "passes": len(validation.snapshots), "weights of": held}
+
+
+def _same_numbers(got, recorded) -> bool:
+    return isinstance(got, list | tuple) and len(got) == len(recorded) and all(
+        math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        for a, b in zip(got, recorded, strict=True))
+
+
+@_one_thread
+def fit_history_outcome(fit, seed: int, plan, gamma: float) -> dict:
+    """How many times ``fit`` called the notebook's ``train_one_epoch`` and ``evaluate``, whether each
+    history list holds what they returned, and the rate after a ``StepLR(gamma)`` stepped by ``fit``."""
+    with checks.seeded(seed):
+        model, train_loader, validation, optimizer, scheduler = _fit_setup(seed, plan, gamma)
+        with _recording(fit, "train_one_epoch", "evaluate") as calls:
+            history = fit(model, train_loader, validation, nn.CrossEntropyLoss(), optimizer, _CPU, len(plan),
+                          scheduler)
+    trained = calls["train_one_epoch"].returned
+    evaluated = [result for result in calls["evaluate"].returned if isinstance(result, tuple)]
+    return {"calls": (len(trained), len(evaluated)),
+            "train_loss": _same_numbers(history["train_loss"], trained),
+            "val_loss": _same_numbers(history["val_loss"], [loss for loss, _ in evaluated]),
+            "val_acc": _same_numbers(history["val_acc"], [acc for _, acc in evaluated]),
+            "lr": optimizer.param_groups[0]["lr"]}
+
+
+# accumulation_step: micro-batches of different sizes, leftovers in .grad, plain SGD
+def _accumulation_cases(generator: torch.Generator) -> list:
+    cases = []
+    for _ in range(2):
+        sizes = tuple((torch.randperm(8, generator=generator)[:_draw_int(generator, 2, 5)] + 1).tolist())
+        widths = (_draw_int(generator, 3, 8), _draw_int(generator, 4, 10), _draw_int(generator, 2, 6))
+        cases.append((_drawn_seed(generator), sizes, widths, _draw_float(generator, 0.05, 0.5)))
+    return cases
+
+
+def _accumulate(accumulation_step, seed: int, sizes, widths, lr: float):
+    """``(model, returned)`` after ``accumulation_step`` on a float64 MLP whose ``.grad`` holds
+    leftovers, with plain SGD."""
+    generator = checks.seeded_generator(seed)
+    x = torch.randn(sum(sizes), widths[0], generator=generator, dtype=torch.float64)
+    y = torch.randint(0, widths[-1], (sum(sizes),), generator=generator)
+    with checks.seeded(seed):
+        model = _small_mlp(widths).double()
+        for p in model.parameters():
+            p.grad = torch.randn(p.shape, generator=generator, dtype=torch.float64)
+        micro_batches = list(zip(x.split(list(sizes)), y.split(list(sizes)), strict=True))
+        returned = accumulation_step(model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=lr),
+                                     micro_batches)
+    return model, returned
+
+
+@_one_thread
+def accumulation_step_outcome(accumulation_step, seed: int, sizes, widths, lr: float) -> list:
+    """The weights after the call: one step with the large batch's gradient moves them by ``lr`` times it."""
+    model, _ = _accumulate(accumulation_step, seed, sizes, widths, lr)
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@_one_thread
+def accumulation_loss_outcome(accumulation_step, seed: int, sizes, widths, lr: float):
+    """What the call returns: the large batch's loss."""
+    return _accumulate(accumulation_step, seed, sizes, widths, lr)[1]
+
+
+# make_classifier: what two fresh models are
+def _classifier_cases(generator: torch.Generator) -> list:
+    return [(_drawn_seed(generator), _draw_int(generator, 2, 9)) for _ in range(2)]
+
+
+@_one_thread
+def make_classifier_outcome(make_classifier, seed: int, batch: int) -> tuple:
+    """The logits' shape for random images ``(batch, 1, 28, 28)``, whether the model holds a
+    ``Conv2d``, and whether two calls give two models sharing no parameter."""
+    with checks.seeded(seed):
+        first, second = make_classifier(), make_classifier()
+        logits = first(torch.randn(batch, 1, 28, 28))
+    shared = {p.data_ptr() for p in first.parameters()} & {p.data_ptr() for p in second.parameters()}
+    return (tuple(logits.shape), any(isinstance(module, nn.Conv2d) for module in first.modules()),
+            first is not second and not shared)
+
+
+# the notebook's trained classifier: test images the judge draws, labels the judge alone holds
+JUDGED_IMAGES = 200          # per call, two calls
+JUDGED_CLASSIFIER_BAR = 0.70  # the lesson's CNN trained as the notebook does (COURSE_FAST) is near 85 %
+
+
+@functools.cache
+def _test_split():
+    return _raw_split("test")
+
+
+@functools.cache
+def _test_labels() -> dict:
+    return _labels_by_image("test")
+
+
+def _test_images(generator: torch.Generator) -> list:
+    images, _ = _test_split()
+    index = torch.randperm(len(images), generator=generator)[:2 * JUDGED_IMAGES]
+    return [(images[part],) for part in index.split(JUDGED_IMAGES)]
+
+
+def classifier_outcome(classifier, images: torch.Tensor) -> torch.Tensor:
+    """The classes ``classifier`` predicts, in evaluation mode, for uint8 images ``(N, 28, 28)``
+    normalised as the course's splits are; its mode is given back."""
+    parameters = list(classifier.parameters())
+    device = parameters[0].device if parameters else _CPU
+    mode = classifier.training
+    classifier.eval()
+    try:
+        with torch.no_grad():
+            return classifier(training.normalize(images).to(device)).argmax(dim=1).cpu()
+    finally:
+        classifier.train(mode)
+
+
+def classifier_accept(got, want, args) -> bool:
+    """At least :data:`JUDGED_CLASSIFIER_BAR` of the images classified as the test set labels them."""
+    (images,) = args
+    if type(got) is not torch.Tensor or tuple(got.shape) != (len(images),) or got.dtype != torch.int64:
+        return False
+    labels = _test_labels()
+    right = sum(predicted in labels.get(image.numpy().tobytes(), ())
+                for predicted, image in zip(got.tolist(), images, strict=True))
+    return right >= JUDGED_CLASSIFIER_BAR * len(images)
+
+
+# make_augmented_transforms: an image of random pixels (1-255), transformed under a seed of the judge's
+# Over 150 draws, shifts of up to 3 pixels: each end of each axis is missed with a probability under
+# 1e-5 (RandomAffine, whose ends are the least likely, 1/12), and the share mirrored leaves 30-70 %
+# with one under 1e-6.
+_TRAIN_DRAWS, _RANDOM_DRAWS, _TEST_DRAWS = 8, 150, 3
+_MIRRORED_SHARE = (0.3, 0.7)
+
+
+def _augmentation_cases(generator: torch.Generator, draws: int, most_shift: int = 4) -> list:
+    """``(mean, std, max_shift, pixels uint8 (1, 28, 28), seed, draws)``."""
+    return [(_draw_float(generator, 0.1, 0.6), _draw_float(generator, 0.2, 0.6),
+             _draw_int(generator, 1, most_shift + 1),
+             _random_pixels(generator, _AUGMENT_SIDE, _AUGMENT_SIDE, low=1), _drawn_seed(generator), draws)
+            for _ in range(2)]
+
+
+def _transformed(make_augmented_transforms, which: int, mean, std, max_shift, pixels, seed, draws) -> list:
+    from torchvision.transforms.functional import to_pil_image
+
+    with checks.seeded(seed):
+        transform = make_augmented_transforms(mean, std, max_shift)[which]
+        image = to_pil_image(pixels)
+        return [transform(image) for _ in range(draws)]
+
+
+def _placement_keys(outputs, placements, mean: float, std: float) -> list:
+    """Where each of ``outputs`` put the image, as a key of ``placements``: ``None`` for one that is
+    not a float32 ``(1, H, W)`` tensor holding exactly one placement of the image, normalised."""
+    keys, stack = placements
+    keys_found = [None] * len(outputs)
+    shaped = [i for i, output in enumerate(outputs) if type(output) is torch.Tensor
+              and tuple(output.shape) == (1, *stack.shape[1:]) and output.dtype == torch.float32]
+    if not shaped:
+        return keys_found
+    back = (torch.cat([outputs[i].detach() for i in shaped]).to(torch.float64) * std + mean) * 255
+    # the middle of the image names its placement (random pixels); the whole image then confirms it
+    middle = slice(stack.shape[1] // 2 - 2, stack.shape[1] // 2 + 2)
+    near = (stack[None, :, middle, middle] - back[:, None, middle, middle]).abs() < 0.05
+    for row, candidates in zip(shaped, near.flatten(2).all(dim=2), strict=True):
+        found = [int(k) for k in candidates.nonzero().flatten()
+                 if bool(((stack[k] - back[shaped.index(row)]).abs() < 0.05).all())]
+        keys_found[row] = keys[found[0]] if len(found) == 1 else None
+    return keys_found
+
+
+def _pixel_placements(pixels, max_shift: int):
+    return _placements(pixels[0].to(torch.float64), max_shift + _BEYOND)
+
+
+@_one_thread
+def augmented_train_outcome(make_augmented_transforms, mean, std, max_shift, pixels, seed, draws) -> list:
+    """What ``draws`` calls of the training transform make of the image (the judge finds each placement)."""
+    return _transformed(make_augmented_transforms, 0, mean, std, max_shift, pixels, seed, draws)
+
+
+def augmented_train_accept(got, want, args) -> bool:
+    """Every output is the image, mirrored or not and shifted, the border at background, normalised;
+    and not always the same placement."""
+    mean, std, max_shift, pixels, _, draws = args
+    if not isinstance(got, list) or len(got) != draws:
+        return False
+    keys = _placement_keys(got, _pixel_placements(pixels, max_shift), mean, std)
+    return None not in keys and len(set(keys)) > 1
+
+
+@_one_thread
+def augmented_placements_outcome(make_augmented_transforms, mean, std, max_shift, pixels, seed,
+                                 draws) -> list:
+    """Where each of ``draws`` calls of the training transform put the image: ``(mirrored, down,
+    right)``, or ``None`` for an output that is no placement of it."""
+    outputs = _transformed(make_augmented_transforms, 0, mean, std, max_shift, pixels, seed, draws)
+    return _placement_keys(outputs, _pixel_placements(pixels, max_shift), mean, std)
+
+
+def augmented_random_accept(got, want, args) -> bool:
+    """Every call a placement; about half mirrored (30-70 %); shifts down and right reaching
+    ±max_shift and never past it (as :func:`check_augmented_train_random`, on fewer draws)."""
+    _, _, max_shift, _, _, draws = args
+    if not isinstance(got, list) or len(got) != draws or not all(
+            isinstance(key, tuple) and len(key) == 3 and type(key[0]) is bool
+            and type(key[1]) is int and type(key[2]) is int for key in got):
+        return False
+    mirrored = sum(key[0] for key in got) / draws
+    ends = {-max_shift, max_shift}
+    return _MIRRORED_SHARE[0] <= mirrored <= _MIRRORED_SHARE[1] and all(
+        ends <= shifts and max(map(abs, shifts)) <= max_shift
+        for shifts in ({key[1] for key in got}, {key[2] for key in got}))
+
+
+@_one_thread
+def augmented_test_outcome(make_augmented_transforms, mean, std, max_shift, pixels, seed, draws) -> list:
+    """What ``draws`` calls of the test transform make of the image."""
+    return _transformed(make_augmented_transforms, 1, mean, std, max_shift, pixels, seed, draws)
+
+
+# log_epoch: a writer that keeps what add_scalar was given
+class _ScalarRecorder:
+    """A stand-in for ``SummaryWriter``: ``points[tag]`` lists ``(step, value)`` in the order given."""
+
+    def __init__(self):
+        self.points = {}
+
+    def add_scalar(self, tag, scalar_value, global_step=None, walltime=None, new_style=False,
+                   double_precision=False):
+        step = None if global_step is None else int(global_step)
+        self.points.setdefault(tag, []).append((step, float(scalar_value)))
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def _log_cases(generator: torch.Generator) -> list:
+    """``(losses per epoch, metrics per epoch)``: random epochs, batches and tags."""
+    pool = ["accuracy/val", "loss/val", "lr", "grad_norm"]
+    cases = []
+    for _ in range(2):
+        epochs, batches = _draw_int(generator, 2, 5), _draw_int(generator, 1, 6)
+        tags = [pool[i] for i in sorted(torch.randperm(len(pool), generator=generator)[
+            :_draw_int(generator, 1, len(pool) + 1)].tolist())]
+        losses = [[_draw_float(generator, 0.2, 2.2, digits=4) for _ in range(batches)] for _ in range(epochs)]
+        metrics = [{tag: _draw_float(generator, 0.0, 1.0, digits=4) for tag in tags} for _ in range(epochs)]
+        cases.append((losses, metrics))
+    return cases
+
+
+def _logged(log_epoch, losses, metrics) -> dict:
+    writer = _ScalarRecorder()
+    for epoch, (batch_losses, epoch_metrics) in enumerate(zip(losses, metrics, strict=True)):
+        log_epoch(writer, epoch, list(batch_losses), dict(epoch_metrics))
+    return writer.points
+
+
+def log_epoch_steps_outcome(log_epoch, losses, metrics) -> list:
+    """The ``(step, value)`` points written under ``loss/train`` over the epochs."""
+    return _logged(log_epoch, losses, metrics).get("loss/train", [])
+
+
+def log_epoch_metrics_outcome(log_epoch, losses, metrics) -> dict:
+    """The ``(step, value)`` points written under each metric's tag over the epochs."""
+    points = _logged(log_epoch, losses, metrics)
+    return {tag: points.get(tag, []) for tag in metrics[0]}
+
+
+_TRAINED = {"rtol": 1e-4, "atol": 1e-5}   # float32 steps: another thread count may round otherwise
+_FLOAT64 = {"rtol": 1e-7, "atol": 1e-10}
+_PIXELS = {"rtol": 1e-5, "atol": 1e-5}
+JUDGED = [
+    checks.JudgedCall("test_make_transform", "make_transform", "make_transform", _transform_cases, _PIXELS,
+                      outcome=make_transform_outcome),
+    checks.JudgedCall("test_make_loaders_batches", "make_loaders", "make_loaders", _loader_cases,
+                      outcome=make_loaders_batches_outcome),
+    checks.JudgedCall("test_make_loaders_order", "make_loaders", "make_loaders", _loader_cases,
+                      outcome=make_loaders_order_outcome),
+    checks.JudgedCall("test_accuracy", "accuracy", "accuracy", _accuracy_cases),
+    checks.JudgedCall("test_train_one_epoch_steps", "train_one_epoch", "train_one_epoch", _epoch_cases,
+                      _TRAINED, outcome=train_one_epoch_steps_outcome),
+    checks.JudgedCall("test_train_one_epoch_loss", "train_one_epoch", "train_one_epoch", _epoch_cases,
+                      outcome=train_one_epoch_loss_outcome),
+    checks.JudgedCall("test_evaluate_values", "evaluate", "evaluate", _evaluation_cases,
+                      outcome=evaluate_values_outcome),
+    checks.JudgedCall("test_evaluate_leaves_no_trace", "evaluate", "evaluate", _evaluation_cases,
+                      outcome=evaluate_trace_outcome),
+    checks.JudgedCall("test_adamw_step_moments", "adamw_step", "adamw_step",
+                      functools.partial(_adamw_cases, decay=False), _FLOAT64, outcome=adamw_step_outcome),
+    checks.JudgedCall("test_adamw_step_decay", "adamw_step", "adamw_step",
+                      functools.partial(_adamw_cases, decay=True), _FLOAT64, outcome=adamw_step_outcome),
+    checks.JudgedCall("test_warmup_cosine", "warmup_cosine", "warmup_cosine", _schedule_cases,
+                      outcome=warmup_cosine_outcome),
+    checks.JudgedCall("test_warmup_cosine_scheduler", "warmup_cosine_scheduler", "warmup_cosine",
+                      _schedule_cases, outcome=warmup_cosine_scheduler_outcome),
+    checks.JudgedCall("test_fit_keeps_best", "fit", ("train_one_epoch", "evaluate", "fit"), _fit_cases,
+                      outcome=fit_keeps_best_outcome),
+    checks.JudgedCall("test_fit_history", "fit", ("train_one_epoch", "evaluate", "fit"), _fit_cases,
+                      outcome=fit_history_outcome),
+    checks.JudgedCall("test_accumulation_step", "accumulation_step", "accumulation_step", _accumulation_cases,
+                      _FLOAT64, outcome=accumulation_step_outcome),
+    checks.JudgedCall("test_accumulation_loss", "accumulation_step", "accumulation_step", _accumulation_cases,
+                      outcome=accumulation_loss_outcome),
+    checks.JudgedCall("test_classifier_builds", "make_classifier", "make_classifier", _classifier_cases,
+                      outcome=make_classifier_outcome),
+    checks.JudgedCall("test_classifier_accuracy", "classifier", (), _test_images,
+                      outcome=classifier_outcome, accept=classifier_accept),
+    checks.JudgedCall("test_augmented_train_output", "make_augmented_transforms", "make_augmented_transforms",
+                      functools.partial(_augmentation_cases, draws=_TRAIN_DRAWS),
+                      outcome=augmented_train_outcome, accept=augmented_train_accept),
+    checks.JudgedCall("test_augmented_train_random", "make_augmented_transforms", "make_augmented_transforms",
+                      functools.partial(_augmentation_cases, draws=_RANDOM_DRAWS, most_shift=3),
+                      outcome=augmented_placements_outcome, accept=augmented_random_accept),
+    checks.JudgedCall("test_augmented_test_fixed", "make_augmented_transforms", "make_augmented_transforms",
+                      functools.partial(_augmentation_cases, draws=_TEST_DRAWS), _PIXELS,
+                      outcome=augmented_test_outcome),
+    checks.JudgedCall("test_log_epoch_steps", "log_epoch", "log_epoch", _log_cases,
+                      outcome=log_epoch_steps_outcome),
+    checks.JudgedCall("test_log_epoch_metrics", "log_epoch", "log_epoch", _log_cases,
+                      outcome=log_epoch_metrics_outcome),
+]
