@@ -78,11 +78,13 @@ wheel: $(STAMP)
 lab: setup
 	$(BIN)/jupyter lab notebooks/
 
-# The course on a JupyterHub of its own, as root: docs/instructors/jupyterhub.md
-hub: setup hub-packages $(HUB_STAMP)
+# The course on a JupyterHub of its own, as root: docs/instructors/jupyterhub.md. Users import the
+# course from its wheel, built first.
+hub: setup hub-packages $(HUB_STAMP) wheel
 	$(BIN)/course hub serve $(if $(ROSTER),--roster $(ROSTER)) $(if $(HUB_IP),--ip $(HUB_IP)) \
 		$(if $(HUB_PORT),--port $(HUB_PORT)) $(if $(HUB_AUTH),--authenticator $(HUB_AUTH)) \
-		$(if $(filter 1,$(FAST)),--fast)
+		$(if $(HUB_MEMORY),--memory $(HUB_MEMORY)) $(if $(HUB_CPUS),--cpus $(HUB_CPUS)) \
+		$(if $(HUB_CULL),--cull-idle $(HUB_CULL)) $(if $(filter 1,$(FAST)),--fast)
 
 release: setup
 	$(BIN)/course release

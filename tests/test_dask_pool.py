@@ -205,14 +205,14 @@ def test_with_no_worker_for_too_long_the_waiting_jobs_fail_and_stay_to_grade(tmp
     assert "no Dask worker connected" in outcomes[0].reason  # "failed": the next run grades it again
 
 
-def test_local_pools_take_slots_no_other_grading_run_holds(tmp_path, monkeypatch):
-    """Two grading runs at once on one machine never share a sandbox user."""
+def test_local_pools_take_slots_no_other_grading_run_holds(tmp_path):
+    """Two grading runs at once on one machine never share a sandbox user (slots in a folder of the
+    test's own: the machine's are held by the other tests' graders)."""
     from graders.grade import sandbox
 
-    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
-    first = [sandbox.claim_slot(sandbox.LOCAL_SLOTS) for _ in range(2)]
-    second = [sandbox.claim_slot(sandbox.LOCAL_SLOTS) for _ in range(2)]
+    first = [sandbox.claim_slot(sandbox.LOCAL_SLOTS, tmp_path) for _ in range(2)]
+    second = [sandbox.claim_slot(sandbox.LOCAL_SLOTS, tmp_path) for _ in range(2)]
     assert [n for n, _ in first] == [0, 1] and [n for n, _ in second] == [2, 3]
     for _, handle in first:
         handle.close()
-    assert sandbox.claim_slot(sandbox.LOCAL_SLOTS)[0] == 0
+    assert sandbox.claim_slot(sandbox.LOCAL_SLOTS, tmp_path)[0] == 0

@@ -17,11 +17,16 @@ Where the slot cgroups ``course-grader/slot-<N>`` are made (:func:`detect` finds
 Slot cgroups are kept and reused: what a killed grader left running in one is killed when that
 slot's next kernel starts, before the new one joins. Where cgroups cannot be made here (not root,
 mounted read-only, none mounted), :func:`detect` says why, and the rlimits alone apply.
+
+The course's JupyterHub makes its users' cgroups the same way, in a group of their own
+(``detect(group=...)``, :func:`prepare` and :func:`join` with the user's name): a user's server and
+everything it starts share that user's limits (:mod:`graders.hub.limits`).
 """
 
 import os
 import re
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -51,18 +56,18 @@ class Mount:
     controllers: frozenset[str]
 
 
-def detect(mountinfo: str | None = None, own: str | None = None) -> Cgroups:
-    """Where this process may make per-kernel cgroups, from ``/proc/self/mountinfo`` and
-    ``/proc/self/cgroup`` (or the texts given); it only reads, and never raises."""
+def detect(mountinfo: str | None = None, own: str | None = None, group: str = GROUP) -> Cgroups:
+    """Where this process may make per-kernel cgroups (in ``group``), from ``/proc/self/mountinfo``
+    and ``/proc/self/cgroup`` (or the texts given); it only reads, and never raises."""
     try:
         mountinfo = Path("/proc/self/mountinfo").read_text() if mountinfo is None else mountinfo
         own = Path("/proc/self/cgroup").read_text() if own is None else own
         mounts, paths = parse_mounts(mountinfo), parse_own(own)
         unified = [m for m in mounts if m.fstype == "cgroup2" and _offers_all(m)]
         if unified:
-            return _v2(unified[0], paths)
+            return _v2(unified[0], paths, group)
         if any(m.fstype == "cgroup" for m in mounts):
-            return _v1(mounts, paths)
+            return _v1(mounts, paths, group)
     except (OSError, ValueError) as error:
         return Cgroups(reason=f"this process's cgroups cannot be read ({error})")
     return Cgroups(reason="no cgroup hierarchy with the memory, pids and cpu controllers is mounted")
@@ -120,7 +125,7 @@ def _refusal(mount: Mount, folder: Path) -> str:
     return ""
 
 
-def _v1(mounts: list[Mount], paths: dict[str, str]) -> Cgroups:
+def _v1(mounts: list[Mount], paths: dict[str, str], group: str) -> Cgroups:
     folders = {}
     for name in CONTROLLERS:
         mount = next((m for m in mounts if m.fstype == "cgroup" and name in m.controllers), None)
@@ -129,11 +134,11 @@ def _v1(mounts: list[Mount], paths: dict[str, str]) -> Cgroups:
         folder = _folder(mount, paths[name])
         if refusal := _refusal(mount, folder):
             return Cgroups(reason=f"cgroup v1: {refusal}")
-        folders[name] = str(folder / GROUP)
+        folders[name] = str(folder / group)
     return Cgroups(1, folders)
 
 
-def _v2(mount: Mount, paths: dict[str, str]) -> Cgroups:
+def _v2(mount: Mount, paths: dict[str, str], group: str) -> Cgroups:
     own = _folder(mount, paths[""])
     if own == mount.point and (own / "memory.max").exists():
         # only the machine's real root has no memory.max, and only it may hold processes and
@@ -149,17 +154,22 @@ def _v2(mount: Mount, paths: dict[str, str]) -> Cgroups:
                                   f"below it (its cgroup.subtree_control: {' '.join(delegated) or 'none'})")
     if refusal := _refusal(mount, base):
         return Cgroups(reason=f"cgroup v2: {refusal}")
-    return Cgroups(2, {name: str(base / GROUP) for name in CONTROLLERS})
+    return Cgroups(2, {name: str(base / group) for name in CONTROLLERS})
+
+
+def folders_of(cgroups: Cgroups, name: str) -> dict[str, Path]:
+    """The cgroup ``name`` of the group in each controller's hierarchy (one folder for v2)."""
+    return {controller: Path(folder) / name for controller, folder in cgroups.folders.items()}
 
 
 def slot_folders(cgroups: Cgroups, slot: int) -> dict[str, Path]:
     """The cgroup of worker slot ``slot`` in each controller's hierarchy (one folder for v2)."""
-    return {name: Path(folder) / f"slot-{slot}" for name, folder in cgroups.folders.items()}
+    return folders_of(cgroups, f"slot-{slot}")
 
 
-def limit_files(version: int, memory_bytes: int, processes: int, cores: int) -> dict[str, list[tuple]]:
+def limit_files(version: int, memory_bytes: int, processes: int, cores: float) -> dict[str, list[tuple]]:
     """What to write in a slot cgroup, per controller: (file, value) pairs, in order."""
-    quota = cores * PERIOD_US
+    quota = int(cores * PERIOD_US)
     if version == 1:
         # memsw must never be below the memory limit: lifted first, then set to it (no swap either)
         return {"memory": [("memory.memsw.limit_in_bytes", -1), ("memory.limit_in_bytes", memory_bytes),
@@ -177,7 +187,13 @@ SWAP_FILES = ("memory.memsw.limit_in_bytes", "memory.swap.max")
 def enter(cgroups: Cgroups, slot: int, memory_bytes: int, processes: int, cores: int) -> None:
     """Put this process in the cgroups of worker slot ``slot``, with these limits, after killing
     what an earlier kernel of the slot left there; raises OSError where the kernel refuses."""
-    folders = slot_folders(cgroups, slot)
+    join(prepare(cgroups, f"slot-{slot}", memory_bytes, processes, cores))
+
+
+def prepare(cgroups: Cgroups, name: str, memory_bytes: int, processes: int, cores: float) -> dict[str, Path]:
+    """The cgroup ``name``, made where missing, emptied of what an earlier user of it left running,
+    with these limits; its folder per controller. Raises OSError where the kernel refuses."""
+    folders = folders_of(cgroups, name)
     for folder in set(folders.values()):
         folder.parent.mkdir(exist_ok=True)
         if cgroups.version == 2:
@@ -185,12 +201,28 @@ def enter(cgroups: Cgroups, slot: int, memory_bytes: int, processes: int, cores:
             _hand_down(folder.parent)
         folder.mkdir(exist_ok=True)
         _kill_all(folder)
-    for name, writes in limit_files(cgroups.version, memory_bytes, processes, cores).items():
+    for controller, writes in limit_files(cgroups.version, memory_bytes, processes, cores).items():
         for file, value in writes:
-            if file not in SWAP_FILES or (folders[name] / file).exists():
-                (folders[name] / file).write_text(str(value))
+            if file not in SWAP_FILES or (folders[controller] / file).exists():
+                (folders[controller] / file).write_text(str(value))
+    return folders
+
+
+def join(folders: dict[str, Path]) -> None:
+    """Move this process (and so all it starts from now on) into the cgroup of ``folders``."""
     for folder in set(folders.values()):
         (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def remove(folders: dict[str, Path], wait_s: float = 5) -> None:
+    """Kill what still runs in the cgroup of ``folders`` and remove it, once the killed have left it
+    (up to ``wait_s``); raises OSError where it cannot be removed."""
+    deadline = time.monotonic() + wait_s
+    for folder in set(folders.values()):
+        _kill_all(folder)
+        while (folder / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        folder.rmdir()
 
 
 def _hand_down(folder: Path) -> None:

@@ -23,6 +23,7 @@ import json
 import os
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -38,8 +39,10 @@ FIRST_UID = 65000
 MAX_SLOTS = 500
 SLOT_ENV = "COURSE_SANDBOX_SLOT"
 # Slots are claimed machine-wide with lock files, so that two grading runs at once never share a
-# sandbox user: local worker pools take them from LOCAL_SLOTS, Dask workers from above.
+# sandbox user: local worker pools take them from LOCAL_SLOTS, Dask workers from above. Root's graders
+# claim them in SLOTS_FOLDER, which only root creates and only graders may enter (see slots_folder).
 SLOTS_DIR = "course-grader-slots"
+SLOTS_FOLDER = Path("/run") / SLOTS_DIR
 LOCAL_SLOTS = range(0, 250)
 MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path on Linux, less its final NUL
 
@@ -168,18 +171,55 @@ def _parents(path: Path) -> list[Path]:
     return [p for p in reversed(path.parents) if str(p) != "/"]
 
 
+def slots_folder() -> Path:
+    """Where this user's graders claim their slots: a folder no other account can enter, since whoever
+    can open a lock file can hold it (a read-only ``flock`` is enough) and so stop grading.
+
+    Root's: :data:`SLOTS_FOLDER`, made by root (mode 700) under ``/run``, where nobody else can make
+    anything; the course's JupyterHub opens it to its instructors' group, whose graders then take
+    their slots there too (``course hub serve``). Any other user's, where they cannot write that one:
+    a folder of their own in the temporary folder (mode 700). Their kernels run as themselves, in no
+    cgroup of the machine's, so they share nothing a slot guards with other users' graders."""
+    if os.geteuid() == 0 and SLOTS_FOLDER.parent.is_dir():
+        SLOTS_FOLDER.mkdir(mode=0o700, exist_ok=True)
+        return SLOTS_FOLDER
+    if os.access(SLOTS_FOLDER, os.W_OK | os.X_OK):
+        return SLOTS_FOLDER
+    own = Path(tempfile.gettempdir()) / f"{SLOTS_DIR}-{os.geteuid()}"
+    own.mkdir(mode=0o700, exist_ok=True)
+    found = own.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o077:
+        raise PermissionError(f"{own}, where your grading slots are kept, is not yours alone (owner uid "
+                              f"{found.st_uid}, mode {stat.S_IMODE(found.st_mode):o}): another account "
+                              f"could hold them; remove it (as root: rm -rf {own}), or set TMPDIR to a "
+                              "folder of your own")
+    return own
+
+
+def _lock_file(path: Path):
+    """The lock file at ``path``, opened read-only (enough for ``flock``), made first where missing.
+    An existing one is opened without O_CREAT: the kernel's ``protected_regular`` refuses that even to
+    root on a file of someone else's in a shared folder."""
+    while True:
+        try:
+            return os.fdopen(os.open(path, os.O_RDONLY), "rb")
+        except FileNotFoundError:
+            pass
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o640)
+        except FileExistsError:  # another grader made it in between: open theirs
+            continue
+        os.fchmod(descriptor, 0o640)  # the graders' group reads it, whatever this process's umask
+        return os.fdopen(descriptor, "rb")
+
+
 def claim_slot(slots: range, folder: Path | None = None) -> tuple[int, object]:
     """The lowest slot number no other holder on this machine has locked; keep the handle open to
-    keep it (the lock goes with the handle, or with the process)."""
-    folder = Path(folder or Path(tempfile.gettempdir()) / SLOTS_DIR)
-    folder.mkdir(exist_ok=True)
-    if folder.stat().st_uid == os.geteuid():
-        # Every user's grader takes its slots here (root's, an instructor's on a JupyterHub): all may
-        # create lock files, and the sticky bit leaves each file to its creator.
-        folder.chmod(0o1777)
+    keep it (the lock goes with the handle, or with the process). ``folder``: where the locks are,
+    :func:`slots_folder` unless given."""
+    folder = Path(folder or slots_folder())
     for number in slots:
-        # read-only suffices for a lock, so a lock file someone else created serves everyone
-        handle = os.fdopen(os.open(folder / f"{number}.lock", os.O_RDONLY | os.O_CREAT, 0o644), "rb")
+        handle = _lock_file(folder / f"{number}.lock")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -6,10 +6,16 @@ instructor) and one exchange folder through which lessons go out and submissions
 come back.
 
     roster.py         who is in the course (user, role, edition's language) and their local accounts
-    environment.py    the Python every user runs (this environment, on an interpreter they can reach)
-    exchange.py       the exchange folder: created with nbgrader's modes, checked, the fix said
-    nbgrader_roles.py what nbgrader runs with, per role: course id, exchange, enrolment, editions
+    environment.py    the Python every user runs (the course from its wheel, on an interpreter they
+                      can reach, outside the repository)
+    exchange.py       the exchange folder: created with nbgrader's modes, checked, the fix said; what
+                      collect may take (a student's own folder, no link)
+    nbgrader_roles.py what nbgrader runs with, per role: course id, exchange, enrolment, editions,
+                      the collect that takes only what each student submitted
     feedback.py       ``course grade``'s feedback put where ``nbgrader release_feedback`` reads it
+    lockdown.py       what no student may reach (homes, the repository, the grader's slots): closed,
+                      checked
+    limits.py         memory, CPU and idle time per user's server; spawner.py enforces them in cgroups
     hub_config.py     JupyterHub's configuration, built from :class:`HubSettings`
     commands.py       ``course hub serve | check | feedback``
 

@@ -1,16 +1,19 @@
-"""The Python every hub user runs: this environment, or, where its interpreter lies in a folder
-other users cannot enter (a pyenv or conda Python in root's home, mode 700), the same environment
-on a copy of that interpreter they can reach.
+"""The Python every hub user runs: this environment's packages with the course installed from its
+wheel, on an interpreter every user can reach, in ``<hub_dir>/python``, outside the repository.
 
-Users' servers, kernels and nbgrader commands run as those users; each executable they start must
-be reachable by them. When this environment's interpreter is not, :func:`users_bin` builds
-``<hub_dir>/python``: the interpreter (its standard library hard-linked, its binary copied and told
-to load its own ``libpython`` from beside it), and on it a virtual environment whose packages are
-this environment's files, hard-linked (the grader's sandbox finds them under its own prefix), with
-``share/`` and ``etc/`` (JupyterLab's application, the extensions' switches) linked to this
-environment's, and this environment's scripts pointed at it. Made again at every start, it follows
-what is installed here. (The system's Python of the same minor version is no substitute: a
-different patch release broke nbconvert's HTML export in the feedback.)
+Users' servers, kernels and nbgrader commands run as those users, and no student may read the
+repository (it holds every lesson's solutions and hidden tests). So users import the course from its
+wheel (``make wheel``), as on a university's hub, never through this environment's editable install,
+which reads the repository. :func:`users_bin` builds a virtual environment whose packages are this
+environment's files, hard-linked (no space; the grader's sandbox finds them under its own prefix),
+with the wheel installed in place of the editable install, ``share/`` and ``etc/`` (JupyterLab's
+application, the extensions' switches) hard-linked too, and this environment's scripts pointed at it.
+Where this environment's interpreter lies in a folder other users cannot enter (a pyenv or conda
+Python in root's home, mode 700), the environment runs on a copy of it: its standard library
+hard-linked, its binary copied and told to load its own ``libpython`` from beside it. Made again at
+every start, it follows what is installed here and the wheel of the day. (The system's Python of the
+same minor version is no substitute: a different patch release broke nbconvert's HTML export in the
+feedback.)
 """
 
 import os
@@ -35,20 +38,30 @@ def reachable_by_everyone(path: Path) -> bool:
         bool(os.stat(path).st_mode & stat.S_IXOTH)
 
 
-def users_bin(hub_dir: Path) -> Path:
-    """The folder of the executables (python, jupyterhub-singleuser, nbgrader, course) users run."""
-    if reachable_by_everyone(Path(sys.executable)):
-        return Path(sys.prefix) / "bin"
+def users_bin(hub_dir: Path, wheel: Path) -> Path:
+    """The folder of the executables (python, jupyterhub-singleuser, nbgrader, course) users run,
+    made again in ``<hub_dir>/python`` with the course from ``wheel``."""
     view = Path(hub_dir) / "python"
     if view.exists():
         shutil.rmtree(view)
-    interpreter = _copy_interpreter(Path(sys.base_prefix), view / "base")
-    return _environment(Path(sys.prefix), view, interpreter)
+    interpreter = Path(sys.executable).resolve()
+    if not reachable_by_everyone(interpreter):
+        interpreter = _copy_interpreter(Path(sys.base_prefix), view / "base")
+    bin_dir = _environment(Path(sys.prefix), view, interpreter)
+    _install_wheel(bin_dir / "python", wheel)
+    if not reachable_by_everyone(bin_dir / "python"):
+        raise EnvironmentProblem(f"The users' Python, {bin_dir / 'python'}, lies in a folder other users "
+                                 f"cannot enter: choose a --hub-dir whose folders are all searchable "
+                                 f"(chmod o+x), such as the default /srv/pytorch-course-hub.")
+    return bin_dir
 
 
 def _link_tree(source: Path, target: Path) -> None:
-    """``target`` a copy of ``source`` whose files are hard links (no space, same permissions)."""
-    subprocess.run(["cp", "-a", "--link", str(source), str(target)], check=True)
+    """``target`` a copy of ``source`` whose files are hard links (no space, same permissions); a
+    plain copy where the two lie on different filesystems, which hard links cannot cross."""
+    same_filesystem = os.stat(source).st_dev == os.stat(target.parent).st_dev
+    subprocess.run(["cp", "-a", *(["--link"] if same_filesystem else []), str(source), str(target)],
+                   check=True)
 
 
 def _copy_interpreter(base: Path, target: Path) -> Path:
@@ -85,18 +98,19 @@ def _environment(prefix: Path, view: Path, interpreter: Path) -> Path:
     """A virtual environment at ``view`` on ``interpreter``, with ``prefix``'s packages and scripts."""
     (view / "bin").mkdir(parents=True)
     (view / "bin" / "python").symlink_to(interpreter)
-    for alias in ("python3", interpreter.name):
+    for alias in ("python3", f"python{sys.version_info.major}.{sys.version_info.minor}"):
         (view / "bin" / alias).symlink_to("python")
     info = sys.version_info
     (view / "pyvenv.cfg").write_text(f"home = {interpreter.parent}\ninclude-system-site-packages = false\n"
                                      f"version = {info.major}.{info.minor}.{info.micro}\n")
-    _link_tree(prefix / "lib", view / "lib")
-    for shared in ("share", "etc"):
+    for shared in ("lib", "share", "etc"):
         if (prefix / shared).exists():
-            (view / shared).symlink_to(prefix / shared)
+            _link_tree(prefix / shared, view / shared)
     shebang = f"#!{prefix / 'bin'}/python".encode()
     for script in (prefix / "bin").iterdir():
-        if script.is_file() and not script.is_symlink() and script.read_bytes().startswith(shebang):
+        # the course's own script comes with its wheel
+        if script.is_file() and not script.is_symlink() and script.name != "course" \
+                and script.read_bytes().startswith(shebang):
             _, _, body = script.read_bytes().partition(b"\n")
             target = view / "bin" / script.name
             target.write_bytes(f"#!{view / 'bin' / 'python'}\n".encode() + body)
@@ -105,3 +119,22 @@ def _environment(prefix: Path, view: Path, interpreter: Path) -> Path:
         folder.chmod(0o755)
     (view / "pyvenv.cfg").chmod(0o644)
     return view / "bin"
+
+
+def _install_wheel(python: Path, wheel: Path) -> None:
+    """The course from ``wheel`` in place of the editable install the packages came with (pip
+    removes that one's hook and metadata, here only: the files it adds are new, not links)."""
+    install = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--force-reinstall",
+               "--disable-pip-version-check", str(wheel)]
+    done = subprocess.run(install, capture_output=True, text=True,
+                          env={**os.environ, "PIP_ROOT_USER_ACTION": "ignore"})
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"The course's wheel {wheel} does not install in the users' Python: "
+                                 f"{(done.stderr or done.stdout).strip()[-800:]}")
+
+
+def imports_from(python: Path, folder: Path) -> bool:
+    """Whether ``python``'s packages reach into ``folder`` (an editable install's hook naming it)."""
+    site = next(Path(python).parent.parent.glob("lib/python*/site-packages"), None)
+    return site is not None and any(str(folder) in hook.read_text(errors="replace")
+                                    for hook in site.glob("*.pth"))

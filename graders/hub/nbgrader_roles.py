@@ -1,5 +1,6 @@
 """What nbgrader runs with on the hub, per role: one course id, the exchange, enrolment from the
-roster, and each lesson as two assignments, one per edition.
+roster, each lesson as two assignments, one per edition, and a collect that takes only what each
+student submitted.
 
 Each role's configuration is a folder that the hub puts on its users' ``JUPYTER_CONFIG_PATH``
 (nothing is written to the machine's or the environment's own Jupyter configuration, which other
@@ -10,14 +11,17 @@ assignment creation; the instructor gets everything, with the course directory i
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 from nbgrader.auth.base import BaseAuthPlugin
+from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.exchange.default.list import ExchangeList
 from nbgrader.preprocessors import ClearSolutions
 from nbgrader.utils import get_username
 from traitlets import Unicode
 
+from graders.hub import exchange
 from graders.hub.roster import member
 from graders.lessons import LANGUAGES, available_lessons, edition_of_assignment, lesson_names, solution_path
 from graders.nbgrader_settings import CODE_STUBS, COURSE_ID, TEXT_STUBS, apply
@@ -83,6 +87,50 @@ class EditionList(ExchangeList):
         return (edition_of_assignment(self.parse_assignment(path)["assignment_id"]) or (None, None))[1]
 
 
+class OwnCollect(ExchangeCollect):
+    """nbgrader's collect, taking a submission only when its folder, and everything in it, belongs to
+    the student its name gives, and holds no link (:func:`graders.hub.exchange.take`). nbgrader takes
+    the student and the time from the name and only warns about the owner: a folder named for a
+    classmate, with a later time, would replace that classmate's submission, and its links would be
+    followed with the instructor's rights. Each folder refused is reported (its owner, why), and a
+    student's latest submission that is their own is collected."""
+
+    def init_src(self):
+        self.refusals = []
+        super().init_src()
+        self.src_records = [record for record in self.src_records if "refused" not in record]
+
+    def _path_to_record(self, path):
+        record = super()._path_to_record(path)
+        try:
+            exchange.take(Path(path))
+        except exchange.Refused as refused:
+            record["refused"] = refused
+            self.refusals.append(refused)
+        return record
+
+    def _sort_by_timestamp(self, records):
+        """The student's own submissions, latest first (nbgrader collects the first)."""
+        taken = [record for record in records if "refused" not in record]
+        return super()._sort_by_timestamp(taken or records)
+
+    def copy_files(self):
+        for refused in self.refusals:
+            self.log.error("Not collected: %s", refused)
+        super().copy_files()
+
+    def do_copy(self, src, dest, log=None):
+        """nbgrader's copy, from a private copy made without following any link (a link swapped in
+        since the check is refused there)."""
+        with tempfile.TemporaryDirectory(prefix="nbgrader-collect-") as private:
+            try:
+                exchange.take(Path(src), Path(private) / "submission")
+            except exchange.Refused as refused:
+                self.log.error("Not collected: %s", refused)
+                return
+            super().do_copy(str(Path(private) / "submission"), dest, log)
+
+
 class EditionClearSolutions(ClearSolutions):
     """nbgrader's ClearSolutions with the stubs of the notebook's edition (``# ESCRIBE TU CÓDIGO
     AQUÍ`` in Spanish): one course directory releases both editions."""
@@ -125,6 +173,7 @@ def configure_instructor(c, settings_path) -> None:
     steps = GenerateAssignment.class_traits()["preprocessors"].default()
     c.GenerateAssignment.preprocessors = [EditionClearSolutions if step is ClearSolutions else step
                                           for step in steps]
+    c.ExchangeFactory.collect = OwnCollect
 
 
 def write_role_configs(hub_dir: Path, settings: dict) -> dict[str, Path]:

@@ -107,16 +107,17 @@ def home(user: str) -> Path:
     return Path(pwd.getpwnam(user).pw_dir)
 
 
-def create_users(members, password=None) -> dict[str, str]:
+def create_users(members) -> dict[str, str]:
     """A local account with a home for every member who has none (needs root); returns the
-    password given to each account created: ``password`` for all, else a fresh one each."""
+    password given to each account created, a fresh one each (never one the hub shares: with it,
+    anyone could ``su`` to anyone)."""
     created = {}
     for person in members:
         if exists(person.user):
             continue
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group", person.user],
                        check=True, capture_output=True)
-        created[person.user] = password or secrets.token_urlsafe(9)
+        created[person.user] = secrets.token_urlsafe(9)
     if created:
         lines = "".join(f"{user}:{secret}\n" for user, secret in created.items())
         subprocess.run(["chpasswd"], input=lines, text=True, check=True, capture_output=True)
