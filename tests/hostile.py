@@ -226,7 +226,7 @@ IDENTITY_CASES.append(Case("dan", {"test_concept_check": round(COPIED_BY_DAN, 2)
 
 # The kernel's message layer rewritten (issue 32): no error or result reaches the grader, and every
 # execute_reply says "ok". Stock nbgrader scores a blank notebook 11/11 with it; the judge decides
-# every point it can from data, so only the cells that rest on the kernel's word alone are forged.
+# every point of the lesson from data, so it forges nothing.
 MESSAGE_LAYER = """
 from jupyter_client.session import Session
 _send = Session.send
@@ -239,7 +239,6 @@ def _forged(self, stream, msg_or_type, content=None, *args, **kwargs):
     return _send(self, stream, msg_or_type, content, *args, **kwargs)
 Session.send = _forged
 """
-KERNEL_WORD_ONLY = {"test_from_numpy_pair": 1}  # the point the judge does not decide in this lesson
 
 
 def _hooked(hook: str, answered: bool):
@@ -323,8 +322,7 @@ CASES = [
     # hidden tests in the feedback. Each hook alone: tests/test_kernel_startup.py.
     Case("every hook at once, blank", total=0, make=_hooked("\n".join(HOOKS.values()), answered=False)),
     Case("every hook at once, answered", make=_hooked("\n".join(HOOKS.values()), answered=True)),
-    Case("rewrites the message layer, blank", {**dict.fromkeys(FULL, 0), **KERNEL_WORD_ONLY},
-         make=_hooked(MESSAGE_LAYER, answered=False)),
+    Case("rewrites the message layer, blank", total=0, make=_hooked(MESSAGE_LAYER, answered=False)),
     Case("rewrites the message layer, answered", make=_hooked(MESSAGE_LAYER, answered=True)),
     *IDENTITY_CASES,
 ]

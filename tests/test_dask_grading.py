@@ -14,7 +14,7 @@ import time
 import nbformat
 import psutil
 import pytest
-from hostile import FULL, KERNEL_WORD_ONLY, MESSAGE_LAYER
+from hostile import FULL, MESSAGE_LAYER
 from lesson_files import without_demonstrations
 from solution_styles import HARD_CODED, LESSON, STYLES, notebook
 
@@ -26,14 +26,14 @@ pytestmark = [pytest.mark.kernel, pytest.mark.dask, pytest.mark.classroom]
 CLASS = {  # notebook
     "Ana": lambda: notebook(STYLES["terse"]),
     "Ben": lambda: notebook({**STYLES["step_by_step"], "pairwise_distances": HARD_CODED[0]}, "es"),
-    # blank, with the kernel's message layer rewritten: only what rests on the kernel's word is forged
+    # blank, with the kernel's message layer rewritten: the judge decides every point, none is forged
     "Cleo": lambda: notebook({"to_unit_float": MESSAGE_LAYER}),
     "Dev": lambda: notebook({**STYLES["library_calls"], "normalize_rows": "import os\nos._exit(1)"}),
 }
 GRADED = {  # the grade cells that earn nothing, the status, words of the reason
     "Ana": ((), "graded", ""),
     "Ben": (("test_pairwise_distances",), "graded", ""),
-    "Cleo": (tuple(cell for cell in FULL if cell not in KERNEL_WORD_ONLY), "graded", ""),
+    "Cleo": (tuple(FULL), "graded", ""),
     "Dev": (("test_normalize_rows",), "partial", "killed the kernel"),
 }
 EXPECTED = {name: sum(FULL.values()) - sum(FULL[cell] for cell in lost)
