@@ -8,6 +8,7 @@ by the two editions.
 import contextlib
 import dataclasses
 import functools
+import math
 import numbers
 import re
 import sys
@@ -334,6 +335,38 @@ class JudgedCall:
     tolerance: dict = dataclasses.field(default_factory=dict)
     outcome: object = None
     accept: object = None
+
+
+def plain_number(value):
+    """A real number from a number or a one-element tensor; ``None`` from anything else."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    return value if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+
+
+def matches(got, want, tolerance: dict) -> bool:
+    """Whether a returned value is the reference's: tensors by ``assert_close`` (dtype and device
+    included), numbers by value in any numeric form, sequences and dicts item by item, anything
+    else by equality, of the same type. The judge's comparison of what a kernel sent with what the
+    reference gave (graders/judge/calls.py)."""
+    if isinstance(want, torch.Tensor):
+        if type(got) is not torch.Tensor:
+            return False
+        try:
+            torch.testing.assert_close(got, want, **tolerance)
+        except AssertionError:
+            return False
+        return True
+    if type(want) in (int, float):
+        number = plain_number(got)
+        return number is not None and math.isclose(number, want, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(want, tuple | list):
+        return isinstance(got, tuple | list) and len(got) == len(want) and all(
+            matches(g, w, tolerance) for g, w in zip(got, want, strict=True))
+    if isinstance(want, dict):
+        return isinstance(got, dict) and set(got) == set(want) and all(
+            matches(got[key], want[key], tolerance) for key in want)
+    return type(got) is type(want) and got == want
 
 
 def both(es: str, en: str, *, more: str | None = None) -> dict:

@@ -17,7 +17,6 @@ import ast
 import functools
 import hashlib
 import importlib
-import math
 import os
 import secrets
 from pathlib import Path
@@ -25,10 +24,9 @@ from pathlib import Path
 import nbformat
 import torch
 
-from graders.checks import JudgedCall
+from graders.checks import JudgedCall, matches
 from graders.judge import wire
 from graders.judge.concepts import concept_cell
-from graders.lesson_checks.questions import plain_number
 from graders.lessons import lesson_names, solution_path
 from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 
@@ -150,30 +148,6 @@ def probe_calls(lesson: str, secret: str) -> list[dict]:
     return [{"cell": call.grade_cell, "function": call.function, "outcome": _outcome_name(call),
              "args": [[wire.encode(arg) for arg in args] for args in asked[call.grade_cell]]}
             for call in judged(lesson)]
-
-
-def matches(got, want, tolerance: dict) -> bool:
-    """Whether a returned value is the reference's: tensors by ``assert_close`` (dtype and device
-    included), numbers by value in any numeric form, sequences and dicts item by item, anything
-    else by equality; a refused value never is."""
-    if isinstance(want, torch.Tensor):
-        if type(got) is not torch.Tensor:
-            return False
-        try:
-            torch.testing.assert_close(got, want, **tolerance)
-        except AssertionError:
-            return False
-        return True
-    if type(want) in (int, float):
-        number = plain_number(got)
-        return number is not None and math.isclose(number, want, rel_tol=1e-6, abs_tol=1e-9)
-    if isinstance(want, tuple | list):
-        return isinstance(got, tuple | list) and len(got) == len(want) and all(
-            matches(g, w, tolerance) for g, w in zip(got, want, strict=True))
-    if isinstance(want, dict):
-        return isinstance(got, dict) and set(got) == set(want) and all(
-            matches(got[key], want[key], tolerance) for key in want)
-    return not isinstance(got, wire.Refused) and type(got) is type(want) and got == want
 
 
 def cell_scores(lesson: str, secret: str, source: Path, returned: dict | None, points: dict) -> dict:

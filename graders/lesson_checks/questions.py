@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import hashlib
 import math
-import numbers
 import random
 import tomllib
 from pathlib import Path
@@ -85,13 +84,6 @@ FORMS = {
 }
 
 
-def plain_number(value):
-    """A real number from a number or a one-element tensor; ``None`` from anything else."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    return value if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
-
-
 def _dtype(value):
     if isinstance(value, str):
         value = getattr(torch, value.strip().removeprefix("torch."), None)
@@ -106,7 +98,7 @@ def as_answer(question: Question, value):
             isinstance(d, int) and not isinstance(d, bool) for d in value)
         return tuple(value) if ok else None
     if question.kind in ("int", "float"):
-        number = plain_number(value)
+        number = checks.plain_number(value)
         if question.kind == "int" and number is not None:
             return int(number) if float(number).is_integer() else None
         return None if number is None else float(number)

@@ -1604,29 +1604,12 @@ def _reference_outcome(outcome, args: tuple):
     return outcome(_reference_package(), *args)
 
 
-def _same(got, want, tolerance: dict) -> bool:
-    """``got`` is ``want``: tensors (plain ones) within ``tolerance``, sequences item by item,
-    anything else equal and of the same type."""
-    if isinstance(want, torch.Tensor):
-        if type(got) is not torch.Tensor:
-            return False
-        try:
-            torch.testing.assert_close(got, want, **tolerance)
-        except AssertionError:
-            return False
-        return True
-    if isinstance(want, list | tuple):
-        return isinstance(got, list | tuple) and len(got) == len(want) and all(
-            _same(g, w, tolerance) for g, w in zip(got, want, strict=True))
-    return type(got) is type(want) and got == want
-
-
 def _as_the_reference(outcome, tolerance: dict):
     """``accept`` for the exercise the notebook leaves in a file (``RUN_DIR``'s package, which the
     judge's reference namespace cannot hold): the reference's outcome on the same inputs, run in the
     judge's process on the solutions' file, and what came back must be it."""
     def accept(got, want, args) -> bool:
-        return _same(got, _reference_outcome(outcome, tuple(args)), tolerance)
+        return checks.matches(got, _reference_outcome(outcome, tuple(args)), tolerance)
 
     return accept
 
