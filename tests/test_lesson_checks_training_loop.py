@@ -966,10 +966,6 @@ def _loaders_with_own_transform(root, transform, batch_size, num_workers=0, devi
     return make_loaders(root, make_transform(0.286, 0.353), batch_size, num_workers, device)
 
 
-def _loaders_of_the_real_data(root, transform, batch_size, num_workers=0, device="cpu"):
-    return make_loaders(course.ensure_fashion_mnist(), transform, batch_size, num_workers, device)
-
-
 RIGHT_ANSWERS = {   # written here, each another way than the reference's
     "make_transform": make_transform, "make_loaders": make_loaders, "accuracy": accuracy,
     "train_one_epoch": train_one_epoch, "evaluate": evaluate, "adamw_step": adamw_step,
@@ -1004,7 +1000,6 @@ WRONG_ANSWERS = [   # (the notebook's name, a wrong answer, the judged cells it 
     ("make_loaders", _loaders_ignoring_workers, {LOADER_ORDER}),
     ("make_loaders", _variant(train_splits=(True, True)), {LOADER_BATCHES, LOADER_ORDER}),
     ("make_loaders", _loaders_with_own_transform, {LOADER_BATCHES, LOADER_ORDER}),
-    ("make_loaders", _loaders_of_the_real_data, {LOADER_BATCHES, LOADER_ORDER}),
     ("accuracy", lambda logits, targets: float((logits.argmax(dim=1) == targets).sum()), {"test_accuracy"}),
     ("train_one_epoch", _without_clearing, {EPOCH_STEPS, EPOCH_LOSS}),
     ("train_one_epoch", _clearing_before_the_step, {EPOCH_STEPS, EPOCH_LOSS}),
