@@ -1014,6 +1014,14 @@ def test_ranks_that_wait_for_each_other_forever_are_stopped(tmp_path, monkeypatc
     assert lesson.ddp_training_shards_outcome(lesson._reference_package(), 2, 8, 1, 4, 0.1, 0)  # works again
 
 
+def test_the_ddp_outcomes_leave_the_notebooks_random_state_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    lesson.ddp_training_learns_outcome(lesson._reference_package(), 2, 9, 2, 2, 0.1, 5)
+    torch.testing.assert_close(torch.rand(3), expected)
+
+
 def test_the_judges_reference_package_is_the_solutions_cell():
     from lesson_files import read_solution
 

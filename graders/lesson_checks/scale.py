@@ -1523,6 +1523,7 @@ def _threaded_ranks(train, datasets: list, models: list, **options) -> list:
     return returned
 
 
+@checks.keeps_random_state  # train draws from, and make_model reseeds (CUDA too), the kernel's torch
 def _ddp_run(run_dir, world_size: int, examples: int, epochs: int, batch_size: int, lr: float, seed: int,
              data: str) -> tuple:
     """``run_dir``'s ``train`` in ``world_size`` ranks, as ``train.py`` calls it under torchrun (each
