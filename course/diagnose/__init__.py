@@ -195,8 +195,9 @@ def _make_optimizer(optimizer, params, language: str = "en"):
 def _observe_steps(train_step, batch, optimizer, observer: Observer, *, steps: int, seed: int) -> None:
     """Run the steps under watch, until ``steps`` are done, one raises or values stop being finite."""
     # warnings the step raises (MSELoss broadcasting...) are recorded, not printed: the findings
-    # say what they mean
-    with torch.random.fork_rng(devices=[]), warnings.catch_warnings(record=True):
+    # say what they mean; every generator is forked, CUDA's too (a step on the GPU draws its dropout
+    # there), so that the notebook's random state is left as it was
+    with torch.random.fork_rng(), warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         torch.manual_seed(seed)
         for _ in range(steps):
