@@ -1,6 +1,7 @@
 """Spanish texts use the glossary's term for each idea (docs/glossary.md)."""
 
 import re
+import tomllib
 
 import nbformat
 import pytest
@@ -26,7 +27,8 @@ def avoided_forms() -> dict:
 
 
 def spanish_texts() -> dict:
-    """Where Spanish is written → its text: prose cells, catalogues, messages of the Python side."""
+    """Where Spanish is written → its text: prose cells, catalogues, messages of the Python side, hints
+    and concept questions."""
     texts = {}
     for lesson in available_lessons():
         for cell in nbformat.read(solution_path(lesson), 4).cells:
@@ -37,6 +39,11 @@ def spanish_texts() -> dict:
     for package in ("course", "graders"):
         for path in sorted((ROOT / package).rglob("*.py")):
             texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    for path in sorted((ROOT / "graders" / "lesson_checks").glob("*/*.toml")):  # hints, questions
+        spanish = [entry["es"] for table in tomllib.loads(path.read_text(encoding="utf-8")).values()
+                   for entry in (table.values() if isinstance(table, dict) else ())
+                   if isinstance(entry, dict) and "es" in entry]
+        texts[str(path.relative_to(ROOT))] = "\n".join(spanish)
     return texts
 
 

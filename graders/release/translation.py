@@ -31,7 +31,8 @@ CATALOGUES = SOLUTIONS / "translations"
 COMMON = "common"
 SOURCE_LANGUAGE = "en"
 LABEL_CALLS = {"print", "title", "set_title", "suptitle", "xlabel", "ylabel", "set_xlabel",
-               "set_ylabel", "text", "annotate", "legend", "set_xticklabels", "set_yticklabels"}
+               "set_ylabel", "text", "annotate", "legend", "set_xticklabels", "set_yticklabels",
+               "record_function"}  # a profiler region's name is a row of the table it prints
 LABEL_KEYWORDS = {"label", "labels", "tick_label", "title", "desc", "xlabel", "ylabel"}
 # Python cell magics whose body is Python; any other (%%bash…) leaves the cell as written.
 PYTHON_CELL_MAGICS = ("%%writefile", "%%time", "%%timeit", "%%capture")
