@@ -6,6 +6,7 @@ afterwards."""
 import math
 import statistics
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -233,6 +234,7 @@ def test_wrong_answers_fail_whatever_clock_they_read():
 # and refuses; they cannot prove, on a CPU, that the same code runs on a GPU.
 _EVENTS_ANSWER = """
 import time
+from types import SimpleNamespace
 
 
 def time_per_call(fn, device, repeats=10, warmup=2):
@@ -805,3 +807,17 @@ def test_the_judge_hands_fp16_fate_grids_that_are_not_contiguous():
     assert _judged_lost({"fp16_fate": flat_views}) == [shape]
     assert shape in _judged_lost({"fp16_fate": lambda values: _fate(values).flatten()})
     assert shape in _judged_lost({"fp16_fate": lambda values: _fate(values).int()})
+
+
+@pytest.mark.parametrize("calls, says", [
+    (["scale", "step", "unscale_", "update"], "in another order"),
+    (["scale", "step", "update"], "is missing"),
+    (["scale", "unscale_", "unscale_", "step", "update"], "more than once"),
+    (["scale", "unscale_", "step", "update", "get_scale"], "does not make: get_scale"),
+])
+def test_a_wrong_sequence_of_scaler_calls_is_told_without_the_right_one(calls, says):
+    record = SimpleNamespace(scaler_calls=calls, max_norm=1.0, where="amp_train_step(...)")
+    with pytest.raises(CheckFailed) as failure:
+        lesson._check_scaler_calls(record)
+    assert says in str(failure.value)
+    assert "['scale', 'unscale_', 'step', 'update']" not in str(failure.value)  # never the right order

@@ -37,6 +37,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from course import amp, timing
+from course.settings import say
 from graders import checks
 from graders.lesson_checks import concept_questions, lesson_hints
 
@@ -775,15 +776,37 @@ def check_update(record: _AmpStep) -> None:
     _check_returned_loss(record, loss, hint)
 
 
+def _scaler_calls_problem(calls: list, expected: list) -> dict | None:
+    """What is wrong with the scaler's calls, in words that name none of the calls it lacks nor
+    their order (the exercise is to work them out); None when they are right."""
+    if calls == expected:
+        return None
+    extra = sorted(set(calls) - set(expected))
+    if extra:
+        return checks.both(f"una llamada que este paso no hace: {', '.join(extra)}",
+                           f"a call this step does not make: {', '.join(extra)}")
+    if len(calls) > len(expected):
+        return checks.both("una llamada hecha más de una vez", "a call made more than once")
+    if set(calls) != set(expected):
+        return checks.both("falta una de las llamadas del paso", "one of the step's calls is missing")
+    return checks.both("las llamadas de este paso, en otro orden", "this step's calls, in another order")
+
+
 def _check_scaler_calls(record: _AmpStep) -> None:
-    """The scaler got its calls in the order of section 6, unscaling only when clipping."""
-    hint = HINTS["amp_train_step_clipping" if record.max_norm is not None else "amp_train_step_scaler"]
-    expected = ["scale", "step", "update"]
-    if record.max_norm is not None:
-        expected.insert(1, "unscale_")
-    checks.check_equal(record.scaler_calls, expected, hint=hint,
-                       name=checks.both(f"{record.where}: llamadas al escalador, en orden",
-                                        f"{record.where}: calls of the scaler, in order"))
+    """The scaler got its calls in the order of section 6, unscaling only when clipping. A failure
+    says what is wrong, never the expected sequence: a student could copy it."""
+    __tracebackhide__ = True
+    clipping = record.max_norm is not None
+    hint = HINTS["amp_train_step_clipping" if clipping else "amp_train_step_scaler"]
+    expected = ["scale", "unscale_", "step", "update"] if clipping else ["scale", "step", "update"]
+    problem = _scaler_calls_problem(record.scaler_calls, expected)
+    if problem:
+        checks.fail(say(checks.both(f"{record.where}: llamadas al escalador, en orden",
+                                    f"{record.where}: calls of the scaler, in order")),
+                    say(problem),
+                    say(checks.both("las del paso de la sección 6, en su orden",
+                                    "those of section 6's step, in their order")),
+                    checks.describe(record.scaler_calls), hint=hint)
 
 
 @checks.keeps_random_state
