@@ -1,11 +1,13 @@
 """Lesson 02's visible checks: a correct answer passes, a typical mistake fails with expected/got/hint."""
 
+import math
 import re
 
 import pytest
 import torch
 from check_messages import failure
 from lesson_files import read_solution
+from wrong_answers import WRONG_ANSWERS
 
 import course
 from graders.checks import CheckFailed
@@ -50,6 +52,15 @@ CHECK_CALLS = {
     "check_manual_backward_case": lambda answer: lesson.check_manual_backward_case(
         answer, lesson.network_case(torch.Generator().manual_seed(5))),
     "check_concepts": lesson.check_concepts,
+    "check_value_program": lambda answer: lesson.check_value_program(
+        answer, [("leaf", 0.5), ("mul", 0, 0), ("backward", 1)]),
+    "check_value_engine_arithmetic": lesson.check_value_engine_arithmetic,
+    "check_value_engine_functions": lesson.check_value_engine_functions,
+    "check_value_engine_shared": lesson.check_value_engine_shared,
+    "check_value_engine_twice": lesson.check_value_engine_twice,
+    "check_value_mlp_case": lambda answer: lesson.check_value_mlp_case(answer, MicroValue, [3, 2, 1], True),
+    "check_value_mlp_outputs": lambda answer: lesson.check_value_mlp_outputs(answer, MicroValue),
+    "check_value_mlp_gradients": lambda answer: lesson.check_value_mlp_gradients(answer, MicroValue),
 }
 
 
@@ -696,7 +707,17 @@ def test_right_answers_written_another_way_keep_every_judged_cell():
     assert _lost(finite_difference_grad=central_differences, predicted_grad=lambda a, b, x0: b + 4 * a * x0,
                  weighted_backward=_expanded, second_derivative=_second_with_ones, sgd_step=_sgd_zeroing,
                  freeze_all_but_last=_freeze, compound=_closed_form, ClippedIdentity=ClippedIdentity,
-                 manual_backward=lambda *args: list(by_hand(*args))) == []
+                 manual_backward=lambda *args: list(by_hand(*args)), Value=MicroValue,
+                 mlp=_in_a_notebook(_ANOTHER_MLP, Value=MicroValue)["mlp"]) == []
+
+
+_ANOTHER_MLP = """
+def mlp(x, layers):
+    for index, (weights, biases) in enumerate(layers):
+        x = [sum((w * xi for w, xi in zip(row, x)), b) for row, b in zip(weights, biases)]
+        x = x if index == len(layers) - 1 else [unit.tanh() for unit in x]
+    return x
+"""
 
 
 def test_the_judge_sees_the_finite_difference_mistakes():
@@ -844,3 +865,209 @@ def test_the_outcomes_leave_the_global_random_state_alone():
     before = torch.get_rng_state()
     _judged()
     assert torch.equal(torch.get_rng_state(), before)
+
+
+# ------------------------------------------------------------------------ an engine of your own
+class MicroValue:
+    """A right answer written another way: micrograd's closures and a recursive sort."""
+
+    def __init__(self, data, _children=()):
+        self.data, self.grad, self._prev, self._backward = data, 0.0, set(_children), lambda: None
+
+    def __add__(self, other):
+        other = other if isinstance(other, MicroValue) else type(self)(other)
+        out = type(self)(self.data + other.data, (self, other))
+
+        def _backward():
+            self.grad += out.grad
+            other.grad += out.grad
+        out._backward = _backward
+        return out
+
+    def __mul__(self, other):
+        other = other if isinstance(other, MicroValue) else type(self)(other)
+        out = type(self)(self.data * other.data, (self, other))
+
+        def _backward():
+            self.grad += other.data * out.grad
+            other.grad += self.data * out.grad
+        out._backward = _backward
+        return out
+
+    def __pow__(self, k):
+        out = type(self)(self.data ** k, (self,))
+
+        def _backward():
+            self.grad += k * self.data ** (k - 1) * out.grad
+        out._backward = _backward
+        return out
+
+    def _unary(self, value, derivative):
+        out = type(self)(value, (self,))
+
+        def _backward():
+            self.grad += derivative * out.grad
+        out._backward = _backward
+        return out
+
+    def tanh(self):
+        t = math.tanh(self.data)
+        return self._unary(t, 1 - t ** 2)
+
+    def relu(self):
+        return self._unary(max(self.data, 0.0), 1.0 if self.data > 0 else 0.0)
+
+    def exp(self):
+        return self._unary(math.exp(self.data), math.exp(self.data))
+
+    def log(self):
+        return self._unary(math.log(self.data), 1 / self.data)
+
+    def __neg__(self):
+        return self * -1
+
+    def __radd__(self, other):
+        return self + other
+
+    def __sub__(self, other):
+        return self + (-other)
+
+    def __rsub__(self, other):
+        return other + (-self)
+
+    def __rmul__(self, other):
+        return self * other
+
+    def __truediv__(self, other):
+        return self * other ** -1
+
+    def __rtruediv__(self, other):
+        return other * self ** -1
+
+    def backward(self, fresh_intermediates=True):
+        topo, visited = [], set()
+
+        def build_topo(v):
+            if v not in visited:
+                visited.add(v)
+                for child in v._prev:
+                    build_topo(child)
+                topo.append(v)
+        build_topo(self)
+        for v in topo:
+            if v._prev and fresh_intermediates:
+                v.grad = 0.0
+        self.grad = 1.0 if self._prev else self.grad + 1.0
+        for v in reversed(topo):
+            v._backward()
+
+
+class Accumulating(MicroValue):
+    """micrograd as it is: intermediate values keep adding up across backward() calls."""
+
+    def backward(self):
+        super().backward(fresh_intermediates=False)
+
+
+class NaiveWalk(MicroValue):
+    """Pushes as soon as the walk reaches a value, depth first, once per path: section 13's mistake."""
+
+    def backward(self):
+        def walk(v):
+            v._backward()
+            for child in v._prev:
+                walk(child)
+        self.grad = 1.0
+        walk(self)
+
+
+class TensorValue(MicroValue):
+    """Keeps its data in a tensor: not the plain floats asked for."""
+
+    def __init__(self, data, _children=()):
+        super().__init__(torch.as_tensor(float(data), dtype=torch.float64), _children)
+
+
+class ThroughTorch:
+    """Hands the work to torch's own autograd: refused while the checks run it."""
+
+    def __init__(self, data):
+        self.tensor = data if isinstance(data, torch.Tensor) else \
+            torch.tensor(float(data), requires_grad=True)
+
+    data = property(lambda self: self.tensor.item())
+    grad = property(lambda self: 0.0 if self.tensor.grad is None else self.tensor.grad.item())
+
+    def __mul__(self, other):
+        return ThroughTorch(self.tensor * other.tensor)
+
+    def backward(self):
+        self.tensor.backward()
+
+
+def _engine_reference():
+    return calls.reference_namespace(read_solution("02_autograd"), ("value_engine", "value_mlp"))
+
+
+_ENGINE_CHECKS = [lesson.check_value_engine_arithmetic, lesson.check_value_engine_functions,
+                  lesson.check_value_engine_shared, lesson.check_value_engine_twice]
+
+
+@pytest.mark.parametrize("engine", ["reference", "micrograd"])
+def test_value_engine_right_answers(engine):
+    value = _engine_reference()["Value"] if engine == "reference" else MicroValue
+    for check in _ENGINE_CHECKS:
+        check(value)
+
+
+def test_value_engine_catches_typical_mistakes():
+    for check in _ENGINE_CHECKS[:3]:  # micrograd as it is: right on one backward() per graph
+        check(Accumulating)
+    failure(lesson.check_value_engine_twice, Accumulating,
+            says=["after backward() number 2", "the values differ"])
+    failure(lesson.check_value_engine_shared, NaiveWalk,
+            says=["v0.grad after v4.backward() in a diamond: v0 = Value(", "the values differ"])
+    failure(lesson.check_value_engine_arithmetic, TensorValue,
+            says=["plain Python floats in .data and .grad"])
+    failure(lesson.check_value_program, ThroughTorch, [("leaf", 0.5), ("mul", 0, 0), ("backward", 1)],
+            says=["Tensor.backward is not available in this exercise", "the engine is yours"])
+    wrong = _in_a_notebook(WRONG_ANSWERS["02_autograd"]["value_engine"])["Value"]
+    message = failure(lesson.check_value_engine_shared, wrong, says=["v0.grad", "the values differ"])
+    assert "hint('value_engine')" in message
+
+
+def test_value_programs_read_as_python():
+    program = [("leaf", 1.5), ("leaf", -0.5), ("num_div", 0, 3.0), ("sub_num", 2, -1.0), ("mul", 3, 1),
+               ("backward", 4)]
+    assert lesson.program_code(program) == ["v0 = Value(1.5)", "v1 = Value(-0.5)", "v2 = 3.0 / v0",
+                                            "v3 = v2 - (-1.0)", "v4 = v3 * v1", "v4.backward()"]
+    chain = dict(lesson.shared_programs(torch.Generator().manual_seed(0)))[
+        "a chain 200 operations deep, v0 used at every step"]
+    assert len(chain) == 203
+
+
+def test_value_mlp():
+    reference = _engine_reference()
+    lesson.check_value_mlp_outputs(reference["mlp"], reference["Value"])
+    lesson.check_value_mlp_gradients(reference["mlp"], reference["Value"])
+    lesson.check_value_mlp_gradients(reference["mlp"], MicroValue)  # any right engine carries it
+    wrong = _in_a_notebook(WRONG_ANSWERS["02_autograd"]["value_mlp"])["mlp"]
+    for check in (lesson.check_value_mlp_outputs, lesson.check_value_mlp_gradients):
+        failure(check, wrong, MicroValue, says=["mlp(x, layers) with widths", "the values differ"])
+    failure(lesson.check_value_mlp_outputs, lambda x, layers: x, MicroValue, says=["len(mlp(x, layers)"])
+
+
+def _in_a_notebook(source: str, **names) -> dict:
+    namespace = {"math": math, **names}
+    exec(source, namespace)
+    return namespace
+
+
+def test_the_judge_sees_the_engine_mistakes():
+    assert _lost(Value=Accumulating) == ["test_value_engine_twice"]
+    assert _lost(Value=TensorValue) == ["test_value_engine_arithmetic", "test_value_engine_functions",
+                                        "test_value_engine_shared", "test_value_engine_twice"]
+    naive = _lost(Value=NaiveWalk)
+    assert "test_value_engine_shared" in naive and "test_value_engine_twice" in naive
+    wrong_mlp = _in_a_notebook(WRONG_ANSWERS["02_autograd"]["value_mlp"], Value=MicroValue)["mlp"]
+    assert _lost(mlp=wrong_mlp) == ["test_value_mlp_gradients", "test_value_mlp_outputs"]

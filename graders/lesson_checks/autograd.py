@@ -9,6 +9,7 @@ hand, what autograd itself computes on the same network. No reference implementa
 import contextlib
 import functools
 import math
+import numbers
 from unittest import mock
 
 import torch
@@ -23,9 +24,12 @@ __all__ = ["CLEARED", "HINTS", "KEPT", "LEAF", "MORE_HINTS", "NOT_LEAF", "SHORTC
            "check_finite_difference_grad", "check_finite_difference_grad_black_box",
            "check_freeze_all_but_last", "check_manual_backward_case", "check_manual_backward_edge_cases",
            "check_manual_backward_hidden", "check_manual_backward_output", "check_predicted_grad",
-           "check_second_derivative", "check_sgd_step", "check_trainable_count", "check_weighted_backward",
+           "check_second_derivative", "check_sgd_step", "check_trainable_count",
+           "check_value_engine_arithmetic", "check_value_engine_functions", "check_value_engine_shared",
+           "check_value_engine_twice", "check_value_mlp_case", "check_value_mlp_gradients",
+           "check_value_mlp_outputs", "check_value_program", "check_weighted_backward",
            "check_weighted_backward_one_entry", "grade_concepts", "gradient_after_snippet", "network_case",
-           "run_compound", "show_questions"]
+           "program_code", "random_program", "run_compound", "shared_programs", "show_questions"]
 
 HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
@@ -50,6 +54,10 @@ SHORTCUTS = {
     "check_manual_backward_hidden": _ALL_OF_AUTOGRAD,
     "check_manual_backward_edge_cases": _ALL_OF_AUTOGRAD,
     "check_manual_backward_case": _ALL_OF_AUTOGRAD,
+    # the engine of one's own: the class and the MLP on it run with every way into autograd off
+    **dict.fromkeys(["check_value_program", "check_value_engine_arithmetic", "check_value_engine_functions",
+                     "check_value_engine_shared", "check_value_engine_twice", "check_value_mlp_case",
+                     "check_value_mlp_outputs", "check_value_mlp_gradients"], _ALL_OF_AUTOGRAD),
 }
 
 
@@ -585,6 +593,475 @@ def check_manual_backward_edge_cases(manual_backward) -> None:
                                label="hidden units 0 and 1 dead on every example")
 
 
+# ------------------------------------------------------------------ an autograd engine of your own
+# A program is plain data: a list of instructions, each making a new value (a register, v0, v1, …)
+# or calling backward() on one. ("leaf", x) makes Value(x); ("mul", i, j) is vi * vj; ("num_sub", i, c)
+# is c - vi; ("pow", i, k) is vi ** k; ("tanh", i) is vi.tanh(); ("backward", i) calls vi.backward().
+# The same program builds the student's values and torch's float64 tensors, and the two are compared.
+_BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+           "div": lambda a, b: a / b}
+_WITH_NUMBER = {"add_num": lambda a, c: a + c, "num_add": lambda a, c: c + a,
+                "sub_num": lambda a, c: a - c, "num_sub": lambda a, c: c - a,
+                "mul_num": lambda a, c: a * c, "num_mul": lambda a, c: c * a,
+                "div_num": lambda a, c: a / c, "num_div": lambda a, c: c / a,
+                "pow": lambda a, k: a ** k}
+_UNARY = {"neg": lambda a: -a, "tanh": lambda a: a.tanh(), "relu": lambda a: a.relu(),
+          "exp": lambda a: a.exp(), "log": lambda a: a.log()}
+# How each instruction reads, as the student would write it.
+_FORMS = {"add": "v{} + v{}", "sub": "v{} - v{}", "mul": "v{} * v{}", "div": "v{} / v{}",
+          "add_num": "v{} + {}", "num_add": "{1} + v{0}", "sub_num": "v{} - {}", "num_sub": "{1} - v{0}",
+          "mul_num": "v{} * {}", "num_mul": "{1} * v{0}", "div_num": "v{} / {}", "num_div": "{1} / v{0}",
+          "pow": "v{} ** {}", "neg": "-v{}", "tanh": "v{}.tanh()", "relu": "v{}.relu()", "exp": "v{}.exp()",
+          "log": "v{}.log()", "leaf": "Value({})"}
+_LONGEST_SHOWN = 14  # instructions: a longer program is named by its label and its first lines
+
+_PLAIN = checks.both("floats de Python sin más en .data y .grad", "plain Python floats in .data and .grad")
+_ENGINE_OFF = checks.both(
+    "{name} no está disponible en este ejercicio: mientras tu clase se ejecuta, autograd está apagado; "
+    "el motor es tuyo",
+    "{name} is not available in this exercise: autograd is switched off while your class runs; "
+    "the engine is yours")
+
+
+# The same functions on plain floats, to work out a program's values while it is drawn.
+_FLOAT_UNARY = {"neg": lambda a: -a, "tanh": math.tanh, "relu": lambda a: max(a, 0.0), "exp": math.exp,
+                "log": math.log}
+
+
+def _apply(instruction, registers, unary=_UNARY):
+    """The new value ``instruction`` makes from ``registers`` (the student's values, tensors, or with
+    ``unary`` of floats, floats)."""
+    op, *operands = instruction
+    if op in _BINARY:
+        return _BINARY[op](registers[operands[0]], registers[operands[1]])
+    if op in _WITH_NUMBER:
+        return _WITH_NUMBER[op](registers[operands[0]], operands[1])
+    return unary[op](registers[operands[0]])
+
+
+def program_code(program) -> list[str]:
+    """The program's lines as Python: ``v2 = v0 * v1``, ``v2.backward()``."""
+    lines, count = [], 0
+    for op, *operands in program:
+        if op == "backward":
+            lines.append(f"v{operands[0]}.backward()")
+        else:
+            negative = op != "leaf" and any(isinstance(o, float) and o < 0 for o in operands)
+            shown = [f"({o})" if negative and isinstance(o, float) else o for o in operands]
+            lines.append(f"v{count} = " + _FORMS[op].format(*shown))
+            count += 1
+    return lines
+
+
+def _program_name(program, label: str = "") -> str:
+    lines = program_code(program)
+    shown = "; ".join(lines if len(lines) <= _LONGEST_SHOWN else [*lines[:6], "…", *lines[-2:]])
+    return f"{label}: {shown}" if label else shown
+
+
+def _parents(program) -> list[tuple]:
+    """The registers each register was made from (none for a leaf)."""
+    parents = []
+    for op, *operands in program:
+        if op == "leaf":
+            parents.append(())
+        elif op != "backward":
+            parents.append(tuple(operands[:2] if op in _BINARY else operands[:1]))
+    return parents
+
+
+def _reports(program) -> list[list[int]]:
+    """For each ``backward()`` of the program: the registers whose ``.grad`` is compared after it. Every
+    leaf made so far (they accumulate), every value its output depends on (this pass's gradient), and
+    every value no ``backward()`` has reached yet (still 0); not a value an earlier pass reached and
+    this one does not (the engine never visits it, so it keeps whatever it had)."""
+    made, reached, reports = [], set(), []
+    for op, *operands in program:
+        if op != "backward":
+            made.append(_parents([(op, *operands)])[0] if op != "leaf" else None)
+            continue
+        graph, stack = set(), [operands[0]]
+        while stack:
+            register = stack.pop()
+            if register not in graph:
+                graph.add(register)
+                stack.extend(made[register] or ())
+        reports.append([r for r in range(len(made)) if made[r] is None or r in graph or r not in reached])
+        reached |= graph
+    return reports
+
+
+def _torch_program(program) -> tuple[list, list]:
+    """What torch gives on the program, in float64: every register's value, and after each backward()
+    the gradient of each register reported (``_reports``): a leaf's ``.grad`` as torch accumulates it
+    with ``backward(retain_graph=True)``, any other value's gradient in that pass alone."""
+    registers, leaves, grads = [], set(), []
+    reports = iter(_reports(program))
+    with torch.enable_grad():
+        for instruction in program:
+            op = instruction[0]
+            if op == "leaf":
+                leaves.add(len(registers))
+                registers.append(torch.tensor(float(instruction[1]), dtype=torch.float64, requires_grad=True))
+            elif op == "backward":
+                output = registers[instruction[1]]
+                one_pass = torch.autograd.grad(output, registers, retain_graph=True, allow_unused=True)
+                output.backward(retain_graph=True)
+                grads.append([_number_of(registers[r].grad if r in leaves else one_pass[r])
+                              for r in next(reports)])
+            else:
+                registers.append(_apply(instruction, registers))
+    return [r.item() for r in registers], grads
+
+
+def _number_of(grad) -> float:
+    """A gradient tensor's number now (a leaf's ``.grad`` changes in place later); 0 for None."""
+    return 0.0 if grad is None else grad.item()
+
+
+def _student_program(Value, program) -> tuple[list, list]:  # noqa: N803  the student's class, as named
+    """The program run with the student's ``Value``: every register's ``.data``, and after each
+    backward() the ``.grad`` of each register reported (``_reports``), as they are."""
+    registers, grads = [], []
+    reports = iter(_reports(program))
+    for instruction in program:
+        op = instruction[0]
+        if op == "leaf":
+            registers.append(Value(instruction[1]))
+        elif op == "backward":
+            registers[instruction[1]].backward()
+            grads.append([registers[r].grad for r in next(reports)])
+        else:
+            registers.append(_apply(instruction, registers))
+    return [r.data for r in registers], grads
+
+
+def _is_plain(number) -> bool:
+    return isinstance(number, numbers.Real) and not isinstance(number, bool)
+
+
+def _engine_hint():
+    return HINTS["value_engine"]
+
+
+@checks.keeps_random_state
+def check_value_program(Value, program, label: str = "") -> None:  # noqa: N803
+    """The student's ``Value`` on ``program``: every value's ``.data`` and, after each ``backward()``,
+    the ``.grad`` of the leaves (accumulated), of the values the output depends on (that pass's) and
+    of the values no pass reached (0), as torch computes them in float64. Autograd is off meanwhile,
+    and ``.data`` and ``.grad`` must be plain Python floats."""
+    __tracebackhide__ = True
+    hint, name = _engine_hint(), _program_name(program, label)
+    with checks.shortcuts_off(_ALL_OF_AUTOGRAD, Value, message=_ENGINE_OFF):
+        data, grads = checks.check_runs(_student_program, Value, program, name=name, hint=hint)
+    for number in [*data, *(grad for step in grads for grad in step)]:
+        if not _is_plain(number):
+            checks.check_true(False, name=f".data and .grad in {name}", expected=_PLAIN,
+                              got=checks.describe(number), hint=hint)
+    want_data, want_grads = _torch_program(program)
+    for register, (got, want) in enumerate(zip(data, want_data, strict=True)):
+        checks.check_close(float(got), want, name=f"v{register}.data in {name}", hint=hint)
+    outputs = [operands[0] for op, *operands in program if op == "backward"]
+    for step, (output, reported, got, want) in enumerate(zip(outputs, _reports(program), grads, want_grads,
+                                                             strict=True)):
+        after = f"after backward() number {step + 1}, v{output}.backward()" if len(outputs) > 1 else \
+            f"after v{output}.backward()"
+        for register, got_grad, want_grad in zip(reported, got, want, strict=True):
+            checks.check_close(float(got_grad), want_grad, name=f"v{register}.grad {after} in {name}",
+                               hint=hint)
+
+
+def _number(generator, low: float, high: float, away: float = 0.0) -> float:
+    """A number in [low, high) with two decimals, at least ``away`` from 0."""
+    while True:
+        drawn = torch.rand((), generator=generator, dtype=torch.float64).item()
+        value = round(drawn * (high - low) + low, 2)
+        if abs(value) >= away:
+            return value
+
+
+class _Builder:
+    """A program being written, and the plain value of each register (to keep it well conditioned)."""
+
+    def __init__(self):
+        self.program, self.values = [], []
+
+    def leaf(self, x: float) -> int:
+        return self.add(("leaf", x), x)
+
+    def add(self, instruction, value=None) -> int:
+        if value is None:
+            value = _apply(instruction, self.values, _FLOAT_UNARY)
+        self.program.append(instruction)
+        self.values.append(float(value))
+        return len(self.values) - 1
+
+    def backward(self, register: int) -> None:
+        self.program.append(("backward", register))
+
+
+_ARITHMETIC = ["add", "sub", "mul", "div", "add_num", "num_add", "sub_num", "num_sub", "mul_num", "num_mul",
+               "div_num", "num_div", "neg"]
+
+
+def _arithmetic(generator, builder: _Builder, steps: int, avoid: tuple = ()) -> int:
+    """``steps`` random instructions of ``+ - * /`` (numbers on either side) and negation over the
+    builder's registers but ``avoid``, the recent ones more often; returns the last register."""
+    last = len(builder.values) - 1
+    for _ in range(steps):
+        while True:
+            op = _ARITHMETIC[_size(generator, 0, len(_ARITHMETIC))]
+            usable = [r for r in range(len(builder.values)) if r not in avoid]
+            recent = _size(generator, 0, 2) and last not in avoid
+            first = last if recent else usable[_size(generator, 0, len(usable))]
+            other = usable[_size(generator, 0, len(usable))]
+            number = _number(generator, -3, 3, away=0.5)
+            instruction = (op, first, other) if op in _BINARY else (op, first, number) if op in _WITH_NUMBER \
+                else (op, first)
+            divisor = {"div": builder.values[other], "num_div": builder.values[first]}.get(op, 1.0)
+            if abs(divisor) >= 0.3 and 0.05 <= abs(_apply(instruction, builder.values, _FLOAT_UNARY)) <= 30:
+                break
+        last = builder.add(instruction)
+    return last
+
+
+def _gather(generator, builder: _Builder, since: int = 0, skip: tuple = ()) -> int:
+    """Folds every register from ``since`` on that no instruction uses yet (but those in ``skip``) into
+    one output, with ``+``, ``-`` or ``*``: the output then depends on all of them. Returns it."""
+    used = {register for parents in _parents(builder.program) for register in parents}
+    loose = [r for r in range(since, len(builder.values)) if r not in used and r not in skip]
+    output = loose[0]
+    for register in loose[1:]:
+        product = builder.values[output] * builder.values[register]
+        op = ("add", "sub", "mul")[_size(generator, 0, 3 if 0.05 <= abs(product) <= 30 else 2)]
+        output = builder.add((op, output, register))
+    return output
+
+
+def random_program(generator, kind: str = "arithmetic") -> list:
+    """A random program (plain data) of one kind: ``"arithmetic"`` (``+ - * /`` and numbers on either
+    side), ``"functions"`` (``**``, ``tanh``, ``relu``, ``exp``, ``log``), ``"shared"`` (values used
+    several times, and a value with no path to the output) or ``"twice"`` (backward() twice on one
+    output, then once on another that shares its leaves)."""
+    builder = _Builder()
+    if kind == "arithmetic":
+        for _ in range(_size(generator, 2, 5)):
+            builder.leaf(_number(generator, -2, 2, away=0.2))
+        _arithmetic(generator, builder, _size(generator, 6, 11))
+        builder.backward(_gather(generator, builder))
+    elif kind == "functions":
+        builder.backward(_functions(generator, builder))
+    elif kind == "shared":
+        leaves = [builder.leaf(_number(generator, -2, 2, away=0.2)) for _ in range(4)]
+        builder.add(("mul", leaves[2], leaves[3]))  # v4: no path to the output, nor has v3
+        _arithmetic(generator, builder, _size(generator, 6, 11), avoid=(3, 4))
+        builder.backward(_gather(generator, builder, skip=(3, 4)))
+    elif kind == "twice":
+        for _ in range(3):
+            builder.leaf(_number(generator, -2, 2, away=0.2))
+        _arithmetic(generator, builder, _size(generator, 4, 8))
+        first = _gather(generator, builder)
+        builder.backward(first)
+        builder.backward(first)
+        start = len(builder.values)
+        builder.add(("mul", _size(generator, 0, 3), _size(generator, 3, start)))  # shares leaves and values
+        _arithmetic(generator, builder, _size(generator, 2, 5))
+        builder.backward(_gather(generator, builder, since=start))
+    else:
+        raise ValueError(f"no program of kind {kind!r}")
+    return builder.program
+
+
+def _functions(generator, builder: _Builder) -> int:
+    """Every function and power on a leaf of its own, one composition of them, and their weighted
+    sum; returns the sum's register."""
+    terms = []
+    for exponent in (2, 3, -1, 0.5):
+        terms.append(builder.add(("pow", builder.leaf(_number(generator, 0.3, 2)), exponent)))
+    for op, low, high in [("tanh", -2, 2), ("relu", 0.2, 2), ("relu", -2, -0.2), ("exp", -1.5, 1.5),
+                          ("log", 0.3, 3)]:
+        terms.append(builder.add((op, builder.leaf(_number(generator, low, high, away=0.1)))))
+    inner = builder.add(("add_num", builder.add(("pow", builder.leaf(_number(generator, -2, 2)), 2)), 0.5))
+    terms.append(builder.add(("tanh", builder.add(("log", inner)))))  # tanh(log(x ** 2 + 0.5))
+    total = builder.add(("mul_num", terms[0], _number(generator, -2, 2, away=0.3)))
+    for term in terms[1:]:
+        weighted = builder.add(("mul_num", term, _number(generator, -2, 2, away=0.3)))
+        total = builder.add(("add", total, weighted))
+    return total
+
+
+def shared_programs(generator) -> list[tuple[str, list]]:
+    """``(label, program)``: a value times itself, a value added to itself, a diamond, a chain 200
+    operations deep that uses one leaf at every step, and a value with no path to the output."""
+    def program(*instructions, label):
+        return label, [*instructions]
+
+    x, a, k = (_number(generator, -1.5, 1.5, away=0.2) for _ in range(3))
+    chain = [("leaf", x), ("leaf", _number(generator, -0.5, 0.5, away=0.1))]
+    for step in range(100):  # v(2i+2) = v(2i+1 or the start) + v0, then its tanh
+        chain += [("add", 1 if step == 0 else 2 * step + 1, 0), ("tanh", 2 * step + 2)]
+    chain.append(("backward", len(chain) - 1))
+    return [
+        program(("leaf", x), ("mul", 0, 0), ("backward", 1), label="x * x"),
+        program(("leaf", a), ("add", 0, 0), ("leaf", k), ("mul", 1, 2), ("backward", 3), label="a + a"),
+        program(("leaf", a), ("leaf", k), ("mul", 0, 1), ("add", 2, 0), ("mul", 2, 3), ("backward", 4),
+                label="a diamond"),
+        ("a chain 200 operations deep, v0 used at every step", chain),
+        program(("leaf", a), ("leaf", k), ("leaf", x), ("mul", 1, 2), ("tanh", 0), ("mul", 4, 0),
+                ("backward", 5), label="v3 has no path to the output"),
+    ]
+
+
+def _twice_programs(generator) -> list[tuple[str, list]]:
+    a, b, k = (_number(generator, -1.5, 1.5, away=0.2) for _ in range(3))
+    return [("backward() twice on one output",
+             [("leaf", a), ("leaf", b), ("mul", 0, 1), ("tanh", 0), ("add", 2, 3), ("backward", 4),
+              ("backward", 4)]),
+            ("two outputs that share v2",
+             [("leaf", a), ("leaf", b), ("leaf", k), ("mul", 0, 1), ("mul", 3, 2), ("add", 3, 0),
+              ("backward", 4), ("backward", 5)])]
+
+
+@checks.keeps_random_state
+def check_value_engine_arithmetic(Value) -> None:  # noqa: N803
+    """Random programs of ``+ - * /``, numbers on either side, and negation."""
+    generator = checks.fresh_generator()
+    for _ in range(3):
+        check_value_program(Value, random_program(generator, "arithmetic"))
+
+
+@checks.keeps_random_state
+def check_value_engine_functions(Value) -> None:  # noqa: N803
+    """``**`` (2, 3, -1, 0.5 on positive bases), ``tanh``, ``relu`` (both sides of 0), ``exp``,
+    ``log``, and one composition of them."""
+    generator = checks.fresh_generator()
+    for _ in range(2):
+        check_value_program(Value, random_program(generator, "functions"), "the functions")
+
+
+@checks.keeps_random_state
+def check_value_engine_shared(Value) -> None:  # noqa: N803
+    """Values used more than once (x * x, a + a, a diamond, a deep chain), a value with no path to the
+    output, and a random program with one."""
+    generator = checks.fresh_generator()
+    for label, program in shared_programs(generator):
+        check_value_program(Value, program, label)
+    check_value_program(Value, random_program(generator, "shared"), "v3 and v4 have no path to the output")
+
+
+@checks.keeps_random_state
+def check_value_engine_twice(Value) -> None:  # noqa: N803
+    """``backward()`` twice on one output, and once each on two outputs that share leaves: leaves
+    accumulate as torch's ``.grad`` does; any other value holds its last pass's gradient."""
+    generator = checks.fresh_generator()
+    for label, program in [*_twice_programs(generator), ("three backward() calls", random_program(generator,
+                                                                                                  "twice"))]:
+        check_value_program(Value, program, label)
+
+
+# A tiny MLP on the student's engine: (weights, biases) per layer, weights one row per output unit.
+def _mlp_case(generator, widths=None) -> tuple[list, list]:
+    """``(x, layers)`` as plain floats: one example and the layers of widths ``widths`` (2 or 3 layers
+    of 2 to 5 units when not given)."""
+    widths = widths or [_size(generator, 2, 6) for _ in range(_size(generator, 3, 5))]
+
+    def numbers_(*shape, scale=1.0):
+        return (torch.randn(shape, generator=generator, dtype=torch.float64) * scale).tolist()
+
+    layers = [(numbers_(fan_out, fan_in, scale=0.8), numbers_(fan_out, scale=0.5))
+              for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True)]
+    return numbers_(widths[0]), layers
+
+
+def _torch_mlp(x, layers) -> tuple[list, list]:
+    """torch's outputs of the ``nn.Linear`` + tanh stack on these numbers, and, after
+    ``(outputs ** 2).sum().backward()``, each layer's (weight grad rows, bias grad)."""
+    linears = []
+    for weights, biases in layers:
+        linear = nn.Linear(len(weights[0]), len(weights), dtype=torch.float64)
+        linear.weight = nn.Parameter(torch.tensor(weights, dtype=torch.float64))
+        linear.bias = nn.Parameter(torch.tensor(biases, dtype=torch.float64))
+        linears.append(linear)
+    with torch.enable_grad():
+        out = torch.tensor(x, dtype=torch.float64)
+        for index, linear in enumerate(linears):
+            out = linear(out) if index == len(linears) - 1 else linear(out).tanh()
+        (out ** 2).sum().backward()
+    return out.tolist(), [(linear.weight.grad.tolist(), linear.bias.grad.tolist()) for linear in linears]
+
+
+def _student_mlp(mlp, Value, x, layers, gradients: bool):  # noqa: N803
+    """``mlp`` on Values of the student's class made from plain numbers: the outputs, and with
+    ``gradients``, after ``backward()`` on the sum of the squared outputs (built with the student's
+    operators), the weights' and biases' Values."""
+    values = [Value(number) for number in x]
+    made = [([[Value(w) for w in row] for row in weights], [Value(b) for b in biases])
+            for weights, biases in layers]
+    outputs = mlp(values, made)
+    if gradients:
+        total = outputs[0] * outputs[0]
+        for output in list(outputs)[1:]:
+            total = total + output * output
+        total.backward()
+    return outputs, made
+
+
+def _mlp_name(x, layers) -> str:
+    widths = [len(x)] + [len(weights) for weights, _ in layers]
+    return f"mlp(x, layers) with widths {widths}"
+
+
+def _check_mlp(mlp, Value, x, layers, gradients: bool) -> None:  # noqa: N803
+    __tracebackhide__ = True
+    hint, name = HINTS["value_mlp"], _mlp_name(x, layers)
+    with checks.shortcuts_off(_ALL_OF_AUTOGRAD, mlp, Value, message=_ENGINE_OFF):
+        outputs, made = checks.check_runs(_student_mlp, mlp, Value, x, layers, gradients, name=name,
+                                          hint=hint)
+    want_outputs, want_grads = _torch_mlp(x, layers)
+    checks.check_type(outputs, (list, tuple), name=name, hint=hint)
+    checks.check_equal(len(outputs), len(want_outputs), name=f"len({name})", hint=hint)
+    for index, (output, want) in enumerate(zip(outputs, want_outputs, strict=True)):
+        checks.check_type(output, Value, name=f"{name}[{index}]", hint=hint)
+        checks.check_close(output.data, want, name=f"{name}[{index}].data", hint=hint)
+    if not gradients:
+        return
+    for number, ((weights, biases), (weight_grads, bias_grads)) in enumerate(zip(made, want_grads,
+                                                                                 strict=True)):
+        for row, (values, wants) in enumerate(zip(weights, weight_grads, strict=True)):
+            for column, (value, want) in enumerate(zip(values, wants, strict=True)):
+                checks.check_close(value.grad, want, name=f"layers[{number}] weight [{row}][{column}].grad "
+                                   f"after backward() on the sum of squared outputs of {name}", hint=hint)
+        for row, (value, want) in enumerate(zip(biases, bias_grads, strict=True)):
+            checks.check_close(value.grad, want, name=f"layers[{number}] bias [{row}].grad after backward() "
+                               f"on the sum of squared outputs of {name}", hint=hint)
+
+
+@checks.keeps_random_state
+def check_value_mlp_case(mlp, Value, widths: list, gradients: bool = False) -> None:  # noqa: N803
+    """``mlp`` with layers of these ``widths`` (input first) against torch's stack: the outputs, or with
+    ``gradients`` every weight's and bias's gradient too."""
+    x, layers = _mlp_case(checks.fresh_generator(), list(widths))
+    _check_mlp(mlp, Value, x, layers, gradients)
+
+
+@checks.keeps_random_state
+def check_value_mlp_outputs(mlp, Value) -> None:  # noqa: N803
+    """The outputs of 2 and 3 layers of random widths, as torch's ``nn.Linear`` + tanh stack gives them."""
+    generator = checks.fresh_generator()
+    for count in (3, 4):
+        x, layers = _mlp_case(generator, [_size(generator, 2, 6) for _ in range(count)])
+        _check_mlp(mlp, Value, x, layers, gradients=False)
+
+
+@checks.keeps_random_state
+def check_value_mlp_gradients(mlp, Value) -> None:  # noqa: N803
+    """Every weight's and bias's gradient after ``backward()`` on the sum of squared outputs, as torch's."""
+    generator = checks.fresh_generator()
+    for count in (3, 4):
+        x, layers = _mlp_case(generator, [_size(generator, 2, 6) for _ in range(count)])
+        _check_mlp(mlp, Value, x, layers, gradients=True)
+
+
 # -------------------------------------------------------------------- decided by the judge
 # When a class is graded, these exercises' points also need the student's function to return what
 # the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
@@ -921,6 +1398,60 @@ def manual_backward_hidden_outcome(manual_backward, *arguments) -> tuple:
     return _layer_gradients(manual_backward, arguments, 0)
 
 
+def _plain_floats(numbers_) -> list:
+    """``numbers_`` as plain floats; a tensor, or anything else but a real number, is refused."""
+    if not all(_is_plain(number) for number in numbers_):
+        raise TypeError("not plain Python floats")
+    return [float(number) for number in numbers_]
+
+
+def _engine_programs(kind: str):
+    """Inputs of ``Value``'s outcomes: programs of one kind (``random_program``'s), drawn at random."""
+    def draw(generator):
+        cases = [(random_program(generator, kind),) for _ in range(3)]
+        if kind == "shared":
+            cases += [(program,) for _, program in shared_programs(generator)]
+        if kind == "twice":
+            cases += [(program,) for _, program in _twice_programs(generator)]
+        return cases
+    return draw
+
+
+def value_engine_outcome(Value, program) -> tuple:  # noqa: N803
+    """The student's ``Value`` on ``program`` with autograd off: every value's ``.data``, and after each
+    ``backward()`` the ``.grad`` of the values ``_reports`` names, as plain floats."""
+    with checks.shortcuts_off(_ALL_OF_AUTOGRAD, Value, message=_ENGINE_OFF):
+        data, grads = _student_program(Value, program)
+    return _plain_floats(data), [_plain_floats(step) for step in grads]
+
+
+def _mlp_cases(generator):
+    """Inputs of ``mlp``'s outcomes: one example and 2 or 3 layers, as plain floats."""
+    return [_mlp_case(generator, [_size(generator, 2, 6) for _ in range(count)]) for count in (3, 4, 3)]
+
+
+def _notebook_value(mlp):
+    """The ``Value`` class of the notebook that defined ``mlp``."""
+    return mlp.__globals__["Value"]
+
+
+def value_mlp_outcome(mlp, x, layers) -> list:
+    """``mlp`` on Values of the notebook's class made from ``x`` and ``layers``: the outputs' data."""
+    Value = _notebook_value(mlp)  # noqa: N806
+    with checks.shortcuts_off(_ALL_OF_AUTOGRAD, mlp, Value, message=_ENGINE_OFF):
+        outputs, _ = _student_mlp(mlp, Value, x, layers, gradients=False)
+    return _plain_floats([output.data for output in outputs])
+
+
+def value_mlp_gradients_outcome(mlp, x, layers) -> list:
+    """After ``backward()`` on the sum of the squared outputs: each layer's weights' and biases' grads."""
+    Value = _notebook_value(mlp)  # noqa: N806
+    with checks.shortcuts_off(_ALL_OF_AUTOGRAD, mlp, Value, message=_ENGINE_OFF):
+        _, made = _student_mlp(mlp, Value, x, layers, gradients=True)
+    return [([_plain_floats([value.grad for value in row]) for row in weights],
+             _plain_floats([value.grad for value in biases])) for weights, biases in made]
+
+
 _DIFFERENCES = {"rtol": 1e-5, "atol": 1e-6}  # a finite difference's error, as the kernel's check allows
 JUDGED = [
     checks.JudgedCall("test_finite_difference_grad", "finite_difference_grad", "finite_difference_grad",
@@ -955,4 +1486,16 @@ JUDGED = [
                       outcome=manual_backward_hidden_outcome),
     checks.JudgedCall("test_manual_backward_edge_cases", "manual_backward", "manual_backward",
                       _edge_networks, outcome=manual_backward_outcome),
+    checks.JudgedCall("test_value_engine_arithmetic", "Value", "value_engine", _engine_programs("arithmetic"),
+                      outcome=value_engine_outcome),
+    checks.JudgedCall("test_value_engine_functions", "Value", "value_engine", _engine_programs("functions"),
+                      outcome=value_engine_outcome),
+    checks.JudgedCall("test_value_engine_shared", "Value", "value_engine", _engine_programs("shared"),
+                      outcome=value_engine_outcome),
+    checks.JudgedCall("test_value_engine_twice", "Value", "value_engine", _engine_programs("twice"),
+                      outcome=value_engine_outcome),
+    checks.JudgedCall("test_value_mlp_outputs", "mlp", ("value_engine", "value_mlp"), _mlp_cases,
+                      outcome=value_mlp_outcome),
+    checks.JudgedCall("test_value_mlp_gradients", "mlp", ("value_engine", "value_mlp"), _mlp_cases,
+                      outcome=value_mlp_gradients_outcome),
 ]
