@@ -2,6 +2,7 @@
 student's, guessing earns nothing, and the grader grades the right student's draw."""
 
 import random
+import re
 import sqlite3
 import warnings
 
@@ -193,3 +194,48 @@ def test_the_questions_shown_are_the_draw_with_a_template_to_fill_in(capsys, mon
     monkeypatch.setenv("JUPYTERHUB_USER", "ben")
     questions.show_questions(name, "")
     assert capsys.readouterr().out.startswith("Questions drawn for JupyterHub user 'ben'")
+
+
+OPTION = re.compile(r"\(([a-e])\)\s*(.*?)(?=;?\s*(?:or\s+|o\s+)?\([a-e]\)\s|$)", re.S)
+REASON = re.compile(r"\b(because|since|porque|ya que|pues)\b", re.IGNORECASE)
+
+
+def _options(text: str) -> dict:
+    """A choice question's options as its text gives them inline: letter → option."""
+    return dict(OPTION.findall(text))
+
+
+def _unique(options: dict, pick) -> str | None:
+    """The letter whose option's length is ``pick`` (max or min) of them all, if only one has it."""
+    lengths = {letter: len(option) for letter, option in options.items()}
+    best = pick(lengths.values())
+    letters = [letter for letter, length in lengths.items() if length == best]
+    return letters[0] if len(letters) == 1 else None
+
+
+ANSWER_BLIND = {
+    "the longest option": lambda options: _unique(options, max),
+    "the shortest option": lambda options: _unique(options, min),
+    "the option that gives a reason": lambda options: next(
+        (letter for letter, option in options.items() if REASON.search(option)), None),
+    **{f"always ({letter})": (lambda options, letter=letter: letter if letter in options else None)
+       for letter in "abcde"},
+}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("lesson", POOLED)
+def test_no_answer_blind_strategy_earns_anything_on_the_choice_questions(lesson, language):
+    """A student who reads only the options' form (the longest, the shortest, the one with a reason,
+    a fixed letter) and leaves every other question None earns at most 0 in expectation: over the
+    pool, such a strategy is right no more often than it is wrong."""
+    _, truths = hidden_answers(lesson)
+    choice_questions = [q for q in pool(_name(lesson)).questions.values() if q.kind == "choice"]
+    for question in choice_questions:
+        assert sorted(_options(question.text[language])) == sorted(question.choices), (
+            f"{question.id}: options written as (a) …; (b) …; (c) …")
+    for strategy, pick in ANSWER_BLIND.items():
+        answers = [(pick(_options(q.text[language])), truths[q.id]) for q in choice_questions]
+        right = sum(answer == truth for answer, truth in answers if answer)
+        wrong = sum(answer != truth for answer, truth in answers if answer)
+        assert right <= wrong, f"{language}: {strategy} is right {right} times and wrong {wrong}"
