@@ -278,6 +278,10 @@ def test_second_derivative_refuses_the_library_hessian():
     failure(lesson.check_second_derivative,
             lambda f, x: torch.func.hessian(lambda t: f(t).sum())(x).diagonal(),
             says=["torch.func.hessian is not available in this exercise"])
+    # grad of grad, one element at a time: two derivatives with no create_graph at all
+    failure(lesson.check_second_derivative,
+            lambda f, x: torch.func.vmap(torch.func.grad(torch.func.grad(lambda t: f(t.unsqueeze(0))[0])))(x),
+            says=["torch.func.grad is not available in this exercise"])
 
 
 def _sgd(params, lr):

@@ -583,11 +583,24 @@ def test_a_data_set_that_does_nothing_earns_no_point(check):
 # Exercise 8 · bce_with_logits ----------------------------------------------------------------------
 
 def stable(logits, targets):
-    return (F.softplus(logits) - logits * targets).mean()
+    return (logits.clamp(min=0) - logits * targets + torch.log1p(torch.exp(-logits.abs()))).mean()
 
 
 def stable_other_way(logits, targets):
+    softplus = torch.logsumexp(torch.stack([torch.zeros_like(logits), logits]), dim=0)  # log(e⁰ + eᶻ)
+    return (softplus - logits * targets).mean()
+
+
+def through_softplus(logits, targets):
+    return (F.softplus(logits) - logits * targets).mean()
+
+
+def through_logaddexp(logits, targets):
     return (torch.logaddexp(torch.zeros_like(logits), -logits) + (1 - targets) * logits).mean()
+
+
+def through_logsigmoid(logits, targets):
+    return -(targets * F.logsigmoid(logits) + (1 - targets) * F.logsigmoid(-logits)).mean()
 
 
 def naive(logits, targets):
@@ -615,6 +628,12 @@ def test_bce_checks_pass_the_stable_loss_written_two_ways(answer):
     lesson.check_bce_gradient(answer, shape=(6, 4))
 
 
+@pytest.mark.parametrize("answer", [through_softplus, through_logaddexp, through_logsigmoid])
+def test_bce_checks_refuse_the_functions_that_already_compute_it_stably(answer):
+    for check in BCE_CHECKS:
+        failure(check, answer, says=["is not available in this exercise"])
+
+
 @pytest.mark.parametrize("answer", [naive, through_bce_loss, rewritten_without_the_trick])
 def test_bce_through_the_sigmoid_or_without_the_trick_earns_the_ordinary_point_only(answer):
     lesson.check_bce_values(answer)
@@ -635,7 +654,7 @@ def test_bce_values_fails_a_sum_a_python_float_or_a_loss_per_element():
             says=["σ(0) = 1/2, loss log 2", "the values differ"])
     failure(lesson.check_bce_values, lambda z, y: stable(z, y).item(),
             says=["the type is not the expected one", "got: 0.6931"])
-    failure(lesson.check_bce_values, lambda z, y: F.softplus(z) - z * y,
+    failure(lesson.check_bce_values, lambda z, y: z.clamp(min=0) - z * y + torch.log1p(torch.exp(-z.abs())),
             says=["the shape is not the expected one", "expected: ()", "got: (2,)"])
 
 

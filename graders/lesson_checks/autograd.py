@@ -49,7 +49,9 @@ SHORTCUTS = {
     "check_finite_difference_grad": _AUTOGRAD,
     "check_finite_difference_grad_black_box": _AUTOGRAD,
     "check_predicted_grad": _AUTOGRAD,
-    "check_second_derivative": [(torch.autograd.functional, "hessian"), (torch.func, "hessian")],
+    # the Hessians, and torch.func's transforms, which differentiate twice with no create_graph
+    "check_second_derivative": [(torch.autograd.functional, "hessian"), (torch.func, "hessian"),
+                                *((torch.func, name) for name in _TRANSFORMS)],
     "check_manual_backward_output": _ALL_OF_AUTOGRAD,
     "check_manual_backward_hidden": _ALL_OF_AUTOGRAD,
     "check_manual_backward_edge_cases": _ALL_OF_AUTOGRAD,

@@ -45,7 +45,9 @@ _READY_MADE_MLP = [(torchvision.ops.MLP, "__init__")]
 _READY_MADE_DATASETS = [(data.TensorDataset, "__init__"), (data.TensorDataset, "__getitem__"),
                         (data.StackDataset, "__init__"), (data.StackDataset, "__getitem__")]
 _READY_MADE_BCE = [(F, "binary_cross_entropy_with_logits"), (torch, "binary_cross_entropy_with_logits"),
-                   (nn.BCEWithLogitsLoss, "forward")]
+                   (nn.BCEWithLogitsLoss, "forward"),
+                   # log σ(z) and log(1 + eᶻ) already computed stably: the exercise's whole point
+                   (F, "logsigmoid"), (F, "softplus"), (torch, "logaddexp"), (torch.Tensor, "logaddexp")]
 SHORTCUTS = {"check_mlp_structure": _READY_MADE_MLP, "check_mlp_forward": _READY_MADE_MLP,
              **dict.fromkeys(["check_dataset_length", "check_dataset_item", "check_dataset_lazy",
                               "check_dataset_in_a_loader"], _READY_MADE_DATASETS),

@@ -30,6 +30,7 @@ SHORTCUTS = {
                                  (torch.nn.functional, "pairwise_distance")],
     "check_linear_forward": [(torch.nn.functional, "linear")],
     "check_normalize_rows": [(torch.nn.functional, "normalize")],
+    "check_flatten_per_image": [(torch, "flatten"), (torch.Tensor, "flatten"), (torch.nn.Flatten, "forward")],
 }
 
 
@@ -139,13 +140,13 @@ def check_flatten_per_image(flatten_per_image) -> None:
     rest = math.prod(image_shape)
     batch = torch.arange(n * rest).view(n, *image_shape)
     name = f"flatten_per_image(batch {tuple(batch.shape)})"
-    got = checks.check_runs(flatten_per_image, batch, name=name, hint=hint)
+    got = _run("check_flatten_per_image", flatten_per_image, batch, name=name)
     checks.check_close(got, torch.arange(n * rest).view(n, rest), name=name, hint=hint)
     checks.check_shares_memory(got, batch, True, name=name, hint=hint)
 
     permuted = batch.permute(0, 3, 1, 2)
     name = f"flatten_per_image(batch.permute(0, 3, 1, 2) {tuple(permuted.shape)})"
-    got = checks.check_runs(flatten_per_image, permuted, name=name, hint=hint)
+    got = _run("check_flatten_per_image", flatten_per_image, permuted, name=name)
     checks.check_shape(got, (n, rest), name=name, hint=hint)
     for column in torch.randint(0, rest, (5,), generator=generator).tolist():
         image = int(torch.randint(0, n, (), generator=generator))
