@@ -330,8 +330,7 @@ def test_tensor_bytes_check_refuses_the_course_helper():
     def through_the_helper(shape, dtype):
         return amp.tensor_nbytes(torch.empty(shape, dtype=dtype, device="meta"))
 
-    failure(lesson.check_tensor_bytes, through_the_helper,
-            says=["ShortcutUsed: course.amp.tensor_nbytes is not available in this exercise"])
+    failure(lesson.check_tensor_bytes, through_the_helper, says=["empty made a tensor"])
     assert amp.tensor_nbytes(torch.zeros(2, dtype=torch.float16)) == 4
 
 
@@ -821,3 +820,12 @@ def test_a_wrong_sequence_of_scaler_calls_is_told_without_the_right_one(calls, s
         lesson._check_scaler_calls(record)
     assert says in str(failure.value)
     assert "['scale', 'unscale_', 'step', 'update']" not in str(failure.value)  # never the right order
+
+
+def test_tensor_bytes_refuses_a_tensor_made_to_count_them_even_on_the_meta_device():
+    def on_meta(shape, dtype):
+        return torch.empty(shape, dtype=dtype, device="meta").nbytes
+
+    failure(lesson.check_tensor_bytes, on_meta, says=["empty made a tensor: count the bytes"])
+    failure(lesson.check_tensor_bytes, lambda shape, dtype: torch.zeros((), dtype=dtype).element_size()
+            * math.prod(shape), says=["zeros made a tensor"])

@@ -312,11 +312,25 @@ def check_time_per_call_synchronizes(time_per_call) -> None:
 
 
 # ------------------------------------------------------------------------------------- tensor_bytes
+class _NoTensorMade(torch.overrides.TorchFunctionMode):
+    """Refuses every torch call that makes a tensor, on any device (``meta`` included): the exercise
+    is to count the bytes without one."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if isinstance(result, torch.Tensor):
+            raise RuntimeError(say(checks.both(
+                f"{getattr(func, '__name__', func)} creó un tensor: cuenta los bytes sin crear ninguno",
+                f"{getattr(func, '__name__', func)} made a tensor: count the bytes without making one")))
+        return result
+
+
 def _bytes_of(check: str, tensor_bytes, shape, dtype) -> int:
-    """``tensor_bytes(shape, dtype)``, run with the helpers of ``check`` off; an int."""
+    """``tensor_bytes(shape, dtype)``, run with the helpers of ``check`` off and no tensor made; an int."""
     hint = HINTS["tensor_bytes"]
     label = f"tensor_bytes({tuple(shape)}, {dtype})"
-    got = checks.run_answer(tensor_bytes, shape, dtype, name=label, hint=hint, shortcuts=SHORTCUTS[check])
+    with _NoTensorMade():
+        got = checks.run_answer(tensor_bytes, shape, dtype, name=label, hint=hint, shortcuts=SHORTCUTS[check])
     checks.check_type(got, int, name=label, hint=hint)
     return got
 
