@@ -44,10 +44,14 @@ def squeeze(text: str) -> str:
 def answer_lines(source: str) -> list[str]:
     """The lines of a solution cell's answer, squeezed, long enough to give something away."""
     lines = source.splitlines()
-    if any("### BEGIN SOLUTION" in line for line in lines):
-        begin = next(i for i, line in enumerate(lines) if "### BEGIN SOLUTION" in line)
-        end = next(i for i, line in enumerate(lines) if "### END SOLUTION" in line)
-        lines = lines[begin + 1:end]
+    if any("### BEGIN SOLUTION" in line for line in lines):  # every block of the cell, not the first only
+        inside, kept = False, []
+        for line in lines:
+            if "### BEGIN SOLUTION" in line or "### END SOLUTION" in line:
+                inside = "### BEGIN SOLUTION" in line
+            elif inside:
+                kept.append(line)
+        lines = kept
     squeezed = (squeeze(_without_comment(line)) for line in lines)
     return [line for line in squeezed if len(line) >= SHORTEST_ANSWER_LINE]
 

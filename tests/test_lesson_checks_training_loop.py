@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset
 
 import course
-from course import training
+from course import resumable, training
 from graders import checks
 from graders.checks import CheckFailed
 from graders.lesson_checks import training_loop as lesson
@@ -47,6 +47,13 @@ CHECK_CALLS = {
     "check_augmented_test_fixed": lesson.check_augmented_test_fixed,
     "check_log_epoch_steps": lesson.check_log_epoch_steps,
     "check_log_epoch_metrics": lesson.check_log_epoch_metrics,
+    # one answer cell defines save_checkpoint and resume: the answer given stands for both
+    "check_resume_model_and_optimizer": lambda answer: lesson.check_resume_model_and_optimizer(
+        answer, answer),
+    "check_resume_schedule_and_scaler": lambda answer: lesson.check_resume_schedule_and_scaler(
+        answer, answer),
+    "check_resume_random_state_and_order": lambda answer: lesson.check_resume_random_state_and_order(
+        answer, answer),
     "check_concepts": lesson.check_concepts,
 }
 
@@ -906,6 +913,124 @@ def test_log_epoch_checks_name_each_typical_mistake():
             says=["raised an exception", "ZeroDivisionError"])
 
 
+# ---------------------------------------------------------------------- save_checkpoint and resume
+_PARTS = ("model", "optimizer", "scheduler", "scaler")
+
+
+def save_checkpoint(path, run):   # another way than the reference's: one flat list, torch.random's names
+    torch.save([getattr(run, part).state_dict() for part in _PARTS]
+               + [torch.random.get_rng_state(), run.seed, run.epoch, run.step], str(path))
+
+
+def resume(path, run):
+    *states, generator, run.seed, run.epoch, run.step = torch.load(path, weights_only=True)
+    for part, state in zip(_PARTS, states, strict=True):
+        getattr(run, part).load_state_dict(state)
+    torch.random.set_rng_state(generator)
+
+
+_CARRYING = """
+def save_checkpoint(path, run):
+    state = {key: getattr(run, key).state_dict() for key in OBJECTS}
+    state.update({key: getattr(run, key) for key in NUMBERS})
+    if RANDOM:
+        state["random"] = torch.get_rng_state()
+    torch.save(state, path)
+
+
+def resume(path, run):
+    state = torch.load(path)
+    for key in OBJECTS:
+        getattr(run, key).load_state_dict(state[key])
+    for key in NUMBERS:
+        setattr(run, key, state[key])
+    if RANDOM:
+        torch.set_rng_state(state["random"])
+"""
+
+
+def _carrying(objects=_PARTS, numbers=("seed", "epoch", "step"), random=True):
+    """``(save_checkpoint, resume)`` of a cell whose checkpoint carries only these parts of a run; the
+    second is in the first's globals, as in a notebook."""
+    namespace = {"torch": torch, "OBJECTS": objects, "NUMBERS": numbers, "RANDOM": random}
+    exec(_CARRYING, namespace)
+    return namespace["save_checkpoint"], namespace["resume"]
+
+
+RESUME_CHECKS = (lesson.check_resume_model_and_optimizer, lesson.check_resume_schedule_and_scaler,
+                 lesson.check_resume_random_state_and_order)
+
+
+def _whole_object(path, run):
+    torch.save(run, path)
+
+
+def test_resume_checks_pass_right_answers_written_either_way():
+    for pair in [(save_checkpoint, resume), _carrying()]:
+        for check in RESUME_CHECKS:
+            check(*pair)
+    lesson.check_resume_model_and_optimizer(save_checkpoint, resume, seed=1450, stop=1)
+    lesson.check_resume_schedule_and_scaler(save_checkpoint, resume, seed=1453, stop=17)
+    lesson.check_resume_random_state_and_order(save_checkpoint, resume, seed=1455, stop=16)
+
+
+def test_resume_checks_give_each_part_of_the_state_its_own_point():
+    no_random = _carrying(random=False)
+    lesson.check_resume_model_and_optimizer(*no_random)
+    lesson.check_resume_schedule_and_scaler(*no_random)
+    failure(lesson.check_resume_random_state_and_order, *no_random,
+            says=["the global random state at the end", "the same dropout masks", "hint('resume')"])
+    no_seed = _carrying(numbers=("epoch", "step"))
+    lesson.check_resume_schedule_and_scaler(*no_seed)
+    failure(lesson.check_resume_random_state_and_order, *no_seed, says=["weights 0.weight at the end"])
+    no_schedule = _carrying(objects=("model", "optimizer"))
+    lesson.check_resume_model_and_optimizer(*no_schedule)
+    lesson.check_resume_random_state_and_order(*no_schedule)
+    failure(lesson.check_resume_schedule_and_scaler, *no_schedule, says=["the last learning rate"])
+    no_scaler = _carrying(objects=("model", "optimizer", "scheduler"))
+    failure(lesson.check_resume_schedule_and_scaler, *no_scaler, says=["the GradScaler's"])
+    # stopped before its first growth, a scaler started anew grows as often: only its count tells
+    failure(lesson.check_resume_schedule_and_scaler, *no_scaler, seed=1452, stop=1,
+            says=["the GradScaler's steps since it last grew"])
+    weights_only = _carrying(objects=("model",))
+    failure(lesson.check_resume_model_and_optimizer, *weights_only,
+            says=["the reference: the same run never stopped", "values differ", "hint('resume')"])
+    failure(lesson.check_resume_schedule_and_scaler, *weights_only, says=["the last learning rate"])
+    failure(lesson.check_resume_random_state_and_order, *weights_only, says=["values differ"])
+
+
+def test_resume_checks_name_what_an_answer_that_does_nothing_or_pickles_the_run_did():
+    for check in RESUME_CHECKS:
+        failure(check, lambda path, run: None, lambda path, run: None,
+                says=["expected: a file at path", "got: no file at"])
+        failure(check, save_checkpoint, lambda path, run: None, says=["never stopped"])
+    failure(lesson.check_resume_model_and_optimizer, _whole_object, lambda path, run: torch.load(path),
+            says=["saving: raised an exception"])   # the constant rate's lambda does not pickle
+    failure(lesson.check_resume_schedule_and_scaler, _whole_object, lambda path, run: torch.load(path),
+            says=["resuming: raised an exception", "UnpicklingError"])   # weights_only refuses the objects
+
+
+def test_the_course_loop_goes_on_from_a_run_s_epoch_and_step_and_orders_each_epoch_from_its_seed():
+    data = resumable.make_data(seed=3, examples=20)        # 3 batches of 8, the last one of 4
+    assert torch.equal(resumable.epoch_order(5, 2, 20), resumable.epoch_order(5, 2, 20))
+    assert not torch.equal(resumable.epoch_order(5, 2, 20), resumable.epoch_order(5, 3, 20))
+    assert torch.equal(resumable.epoch_order(5, 2, 20, shuffle=False), torch.arange(20))
+    with checks.seeded(0):
+        whole = resumable.make_run(7, total_steps=10)
+        losses = resumable.train(whole, data, 10)
+        state = torch.get_rng_state()
+    with checks.seeded(0):
+        parts = resumable.make_run(7, total_steps=10)
+        first = resumable.train(parts, data, 10, stop_after=4)
+        assert (parts.epoch, parts.step, resumable.steps_taken(parts, 20)) == (1, 1, 4)
+        rest = resumable.train(parts, data, 10)
+        assert torch.equal(torch.get_rng_state(), state)
+    assert first + rest == losses and len(losses) == 10 and (whole.epoch, whole.step) == (3, 1)
+    assert all(torch.equal(a, b)
+               for a, b in zip(whole.model.parameters(), parts.model.parameters(), strict=True))
+    assert resumable.train(whole, data, 10) == []
+
+
 # ------------------------------------------------------------------------------ the judge's calls
 # What the judge (graders/judge) decides from the kernel's data: the module's outcomes run here as in a
 # kernel, on the inputs a class's secret draws, and their results go through the wire.
@@ -971,7 +1096,8 @@ RIGHT_ANSWERS = {   # written here, each another way than the reference's
     "train_one_epoch": train_one_epoch, "evaluate": evaluate, "adamw_step": adamw_step,
     "warmup_cosine": warmup_cosine, "warmup_cosine_scheduler": warmup_cosine_scheduler, "fit": fit,
     "accumulation_step": accumulation_step, "make_classifier": make_classifier,
-    "make_augmented_transforms": make_augmented_transforms, "log_epoch": log_epoch}
+    "make_augmented_transforms": make_augmented_transforms, "log_epoch": log_epoch,
+    "save_checkpoint": save_checkpoint}   # its resume is beside it, in this module's globals
 
 
 @pytest.mark.parametrize("function", RIGHT_ANSWERS)
@@ -989,6 +1115,8 @@ ACCUMULATION = {"test_accumulation_step", "test_accumulation_loss"}
 AUGMENT_OUTPUT, AUGMENT_RANDOM = "test_augmented_train_output", "test_augmented_train_random"
 AUGMENT_TEST = "test_augmented_test_fixed"
 LOG_STEPS, LOG_METRICS = "test_log_epoch_steps", "test_log_epoch_metrics"
+RESUME_MODEL, RESUME_SCHEDULE = "test_resume_model_and_optimizer", "test_resume_schedule_and_scaler"
+RESUME_RANDOM = "test_resume_random_state_and_order"
 WRONG_ANSWERS = [   # (the notebook's name, a wrong answer, the judged cells it loses)
     ("make_transform", lambda mean, std: make_transform(0.5, 0.5), {"test_make_transform"}),
     ("make_transform", lambda mean, std: __import__("torchvision").transforms.PILToTensor(),
@@ -1037,6 +1165,12 @@ WRONG_ANSWERS = [   # (the notebook's name, a wrong answer, the judged cells it 
     ("log_epoch", _restarting_steps, {LOG_STEPS}),
     ("log_epoch", _metrics_at_the_global_step, {LOG_METRICS}),
     ("log_epoch", _grouped_with_add_scalars, {LOG_STEPS, LOG_METRICS}),
+    ("save_checkpoint", _carrying(random=False)[0], {RESUME_RANDOM}),
+    ("save_checkpoint", _carrying(numbers=("epoch", "step"))[0], {RESUME_RANDOM}),
+    ("save_checkpoint", _carrying(objects=("model", "optimizer"))[0], {RESUME_SCHEDULE}),
+    ("save_checkpoint", _carrying(objects=("model", "optimizer", "scheduler"))[0], {RESUME_SCHEDULE}),
+    ("save_checkpoint", _carrying(objects=("model",))[0], {RESUME_MODEL, RESUME_SCHEDULE, RESUME_RANDOM}),
+    ("save_checkpoint", lambda path, run: None, {RESUME_MODEL, RESUME_SCHEDULE, RESUME_RANDOM}),
 ]
 
 

@@ -8,9 +8,10 @@ known (labels that agree with the model's prediction on exactly ``k`` examples),
 reference loop. The classifier's check trains the model the student's builder returns, with a short
 loop of its own, and measures it on test images; the augmentation checks find where each call of a
 transform put an image of random pixels (mirrored or not, shifted), so that a transform's randomness
-is counted over many draws. While a check runs, the course's own loop (``training.run_epoch``,
-``training.fit_model``), model builders and batch augmentation are switched off: the exercises ask
-for the student's.
+is counted over many draws. The checkpoint checks stop a run of ``course.resumable`` at a random
+step, resume a fresh run from the student's file and compare it, bit for bit, with the same run never
+stopped. While a check runs, the course's own loop (``training.run_epoch``, ``training.fit_model``),
+model builders and batch augmentation are switched off: the exercises ask for the student's.
 """
 
 import contextlib
@@ -18,6 +19,7 @@ import copy
 import functools
 import importlib
 import math
+import os
 import tempfile
 import warnings
 
@@ -25,7 +27,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from course import data, training
+from course import data, resumable, training
 from graders import checks
 from graders.checks import say
 from graders.lesson_checks import concept_questions, lesson_hints
@@ -36,8 +38,9 @@ __all__ = ["HINTS", "MORE_HINTS", "check_accumulation_loss", "check_accumulation
            "check_classifier_learns", "check_concepts", "check_evaluate_leaves_no_trace",
            "check_evaluate_values", "check_fit_history", "check_fit_keeps_best", "check_loaders_batches",
            "check_loaders_order", "check_log_epoch_metrics", "check_log_epoch_steps", "check_make_transform",
-           "check_train_one_epoch_loss", "check_train_one_epoch_steps", "check_warmup_cosine",
-           "check_warmup_cosine_scheduler", "grade_concepts", "show_questions"]
+           "check_resume_model_and_optimizer", "check_resume_random_state_and_order",
+           "check_resume_schedule_and_scaler", "check_train_one_epoch_loss", "check_train_one_epoch_steps",
+           "check_warmup_cosine", "check_warmup_cosine_scheduler", "grade_concepts", "show_questions"]
 
 HINTS, MORE_HINTS = lesson_hints(__name__)
 show_questions, check_concepts, grade_concepts = concept_questions(__name__)
@@ -1358,6 +1361,185 @@ def check_log_epoch_metrics(log_epoch, *, epochs: int = 3, batches: int = 2,
                                        f"epoch metric after {epochs} epochs"))
 
 
+# ----------------------------------------------------------------- exercise 12: save_checkpoint and resume
+# Each check builds runs of course.resumable from plain parameters, with one part of the state at work
+# at a time: the weights and AdamW's moments always; the schedule and the scaler's growth; dropout and
+# the shuffled order. The reference is the same run never stopped, trained here.
+_RESUME_KINDS = {
+    "model": {"dropout": 0.0, "shuffle": False, "schedule": False},
+    "schedule": {"dropout": 0.0, "shuffle": False, "schedule": True},
+    "random": {"dropout": 0.3, "shuffle": True, "schedule": False},
+}
+_NEVER_GROWS = 10**6   # a growth interval longer than any run: the scale stays where it starts
+
+
+def _resume_case(generator: torch.Generator, kind: str, stop: int | None = None) -> dict:
+    """A run's plain parameters (sizes, rate, seeds, the step it stops at), drawn from ``generator``.
+    In a ``random`` case the drawn stop falls inside an epoch, never at its end."""
+    batch_size = _draw_int(generator, 3, 7)
+    batches = _draw_int(generator, 3, 6)
+    total = _draw_int(generator, 18, 31)
+    case = {"seed": _drawn_seed(generator), "other_seed": _drawn_seed(generator),
+            "examples": batch_size * batches - _draw_int(generator, 0, batch_size - 1),
+            "features": _draw_int(generator, 3, 9), "hidden": _draw_int(generator, 8, 25),
+            "classes": _draw_int(generator, 2, 6), "batch_size": batch_size, "total_steps": total,
+            "lr": _draw_float(generator, 0.005, 0.05, digits=4),
+            "init_scale": 2.0 ** _draw_int(generator, 2, 9),
+            "growth_interval": _draw_int(generator, 2, 5) if kind == "schedule" else _NEVER_GROWS,
+            **_RESUME_KINDS[kind]}
+    drawn = _draw_int(generator, 1, total)
+    if kind == "random" and drawn % batches == 0:
+        drawn += 1 if drawn + 1 < total else -1
+    case["stop"] = drawn if stop is None else stop
+    return case
+
+
+def _case_run(case: dict, seed: int) -> resumable.Run:
+    """A new run of ``case`` whose weights (and the global generator after them) follow from ``seed``."""
+    return resumable.make_run(
+        seed, total_steps=case["total_steps"], features=case["features"], hidden=case["hidden"],
+        classes=case["classes"], dropout=case["dropout"], lr=case["lr"], schedule=case["schedule"],
+        shuffle=case["shuffle"], batch_size=case["batch_size"], init_scale=case["init_scale"],
+        growth_interval=case["growth_interval"])
+
+
+def _case_data(case: dict):
+    return resumable.make_data(case["seed"], case["examples"], case["features"], case["classes"])
+
+
+@contextlib.contextmanager
+def _single_thread():
+    """One CPU thread inside, the caller's count given back: tiny steps run fastest so on a busy
+    machine, and the runs compared round alike."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _resume_label(case: dict) -> dict:
+    return checks.both(
+        f"save_checkpoint(path, run) en el paso {case['stop']} de {case['total_steps']}, y "
+        "resume(path, run_nueva) con una ejecución creada desde otra semilla",
+        f"save_checkpoint(path, run) at step {case['stop']} of {case['total_steps']}, then "
+        "resume(path, new_run) on a run built from another seed")
+
+
+def _resumed(save_checkpoint, resume, case: dict, *, name=None, hint=None):
+    """``(the fresh run after resuming from the checkpoint and finishing, the global random state
+    then)``: the run of ``case`` stops at ``case["stop"]``, ``save_checkpoint`` writes its file, a
+    run built from another seed is given to ``resume`` and trained on to the end. With a ``name``,
+    a failure of the answer is reported as a failed check; without one, it is raised."""
+    __tracebackhide__ = True
+
+    def call(function, *args, what):
+        if name is None:
+            return function(*args)
+        step = checks.both(f"{name['es']}: {what['es']}", f"{name['en']}: {what['en']}")
+        return checks.check_runs(function, *args, name=step, hint=hint)
+
+    data = _case_data(case)
+    with _single_thread(), checks.seeded(case["seed"]), tempfile.TemporaryDirectory() as folder:
+        stopped = _case_run(case, case["seed"])
+        resumable.train(stopped, data, case["total_steps"], stop_after=case["stop"])
+        path = os.path.join(folder, "checkpoint.pt")
+        call(save_checkpoint, path, stopped, what=checks.both("guardar", "saving"))
+        if name is not None:
+            checks.check_true(os.path.isfile(path), name=name, hint=hint,
+                              expected=checks.both("un archivo en path", "a file at path"),
+                              got=checks.both(f"ningún archivo en {path}", f"no file at {path}"))
+        fresh = _case_run(case, case["other_seed"])   # seeds the global generator anew, as a new process
+        call(resume, path, fresh, what=checks.both("reanudar", "resuming"))
+        call(resumable.train, fresh, data, case["total_steps"],
+             what=checks.both("seguir entrenando la ejecución reanudada", "training the resumed run on"))
+        return fresh, torch.get_rng_state()
+
+
+def _never_stopped(case: dict):
+    """``(the run of case trained to the end without a stop, the global random state then)``."""
+    with _single_thread(), checks.seeded(case["seed"]):
+        run = _case_run(case, case["seed"])
+        resumable.train(run, _case_data(case), case["total_steps"])
+        return run, torch.get_rng_state()
+
+
+def _check_same_weights(got: resumable.Run, want: resumable.Run, *, name: dict, hint) -> None:
+    __tracebackhide__ = True
+    wanted = dict(want.model.named_parameters())
+    for key, value in got.model.named_parameters():
+        checks.check_close(value.detach(), wanted[key].detach(), rtol=0, atol=0, hint=hint, name=checks.both(
+            f"{name['es']}: pesos {key} al final (la referencia: la misma ejecución sin parar)",
+            f"{name['en']}: weights {key} at the end (the reference: the same run never stopped)"))
+
+
+def _resume_check(kind: str, save_checkpoint, resume, seed, stop):
+    """``(case, label, the resumed run, its random state, the run never stopped, its random state)``."""
+    __tracebackhide__ = True
+    generator = checks.fresh_generator() if seed is None else checks.seeded_generator(seed)
+    case = _resume_case(generator, kind, stop)
+    label = _resume_label(case)
+    hint = HINTS["resume" if kind == "model" else f"resume_{kind}"]
+    got, got_state = _resumed(save_checkpoint, resume, case, name=label, hint=hint)
+    want, want_state = _never_stopped(case)
+    return label, hint, got, got_state, want, want_state
+
+
+def _growth_tracker(run: resumable.Run) -> int:
+    """The steps since the run's scaler last grew (its ``state_dict``'s ``_growth_tracker``)."""
+    return run.scaler.state_dict()["_growth_tracker"]
+
+
+@checks.keeps_random_state
+def check_resume_model_and_optimizer(save_checkpoint, resume, *, seed: int | None = None,
+                                     stop: int | None = None) -> None:
+    """No dropout, a fixed order, a constant rate: the resumed run ends with the weights, bit for bit,
+    of the run never stopped (the weights, AdamW's moments and steps, the epoch and step)."""
+    __tracebackhide__ = True
+    label, hint, got, _, want, _ = _resume_check("model", save_checkpoint, resume, seed, stop)
+    _check_same_weights(got, want, name=label, hint=hint)
+
+
+@checks.keeps_random_state
+def check_resume_schedule_and_scaler(save_checkpoint, resume, *, seed: int | None = None,
+                                     stop: int | None = None) -> None:
+    """A one-cycle rate stepped every batch and a scale that doubles every few steps: the resumed run
+    ends with the last rate, the scaler's state (scale, steps since it grew) and the weights of the run
+    never stopped."""
+    __tracebackhide__ = True
+    label, hint, got, _, want, _ = _resume_check("schedule", save_checkpoint, resume, seed, stop)
+    checks.check_close(got.scheduler.get_last_lr()[0], want.scheduler.get_last_lr()[0], rtol=0, atol=0,
+                       hint=hint, name=checks.both(f"{label['es']}: la última tasa de aprendizaje",
+                                                   f"{label['en']}: the last learning rate"))
+    checks.check_close(got.scaler.get_scale(), want.scaler.get_scale(), rtol=0, atol=0, hint=hint,
+                       name=checks.both(f"{label['es']}: la escala del GradScaler al final",
+                                        f"{label['en']}: the GradScaler's scale at the end"))
+    # a scaler started anew may reach the same scale (its growths fall the same way), never the same count
+    checks.check_equal(_growth_tracker(got), _growth_tracker(want), hint=hint, name=checks.both(
+        f"{label['es']}: los pasos del GradScaler desde que creció por última vez, al final",
+        f"{label['en']}: the GradScaler's steps since it last grew, at the end"))
+    _check_same_weights(got, want, name=label, hint=hint)
+
+
+@checks.keeps_random_state
+def check_resume_random_state_and_order(save_checkpoint, resume, *, seed: int | None = None,
+                                        stop: int | None = None) -> None:
+    """Dropout and a shuffled order, stopped inside an epoch: the resumed run ends with the weights of
+    the run never stopped, and torch's global random state after it is that run's."""
+    __tracebackhide__ = True
+    label, hint, got, got_state, want, want_state = _resume_check("random", save_checkpoint, resume, seed,
+                                                                  stop)
+    checks.check_true(torch.equal(got_state, want_state), hint=hint,
+                      name=checks.both(f"{label['es']}: el estado aleatorio global al terminar",
+                                       f"{label['en']}: the global random state at the end"),
+                      expected=checks.both("el de la ejecución sin parar: las mismas máscaras de dropout",
+                                           "that of the run never stopped: the same dropout masks"),
+                      got=checks.both("otro: las máscaras de dropout tras reanudar no fueron las mismas",
+                                      "another one: the dropout masks after resuming were not the same"))
+    _check_same_weights(got, want, name=label, hint=hint)
+
+
 # ------------------------------------------------------------------------ the judge's calls (graders/judge)
 # Each grade cell is also decided by the course's judge: it draws the inputs below from the class's
 # secret, the kernel runs the student's answer on them through the ``*_outcome`` function and sends
@@ -1965,9 +2147,44 @@ def log_epoch_metrics_outcome(log_epoch, losses, metrics) -> dict:
     return {tag: points.get(tag, []) for tag in metrics[0]}
 
 
+# save_checkpoint and resume: a run stopped at a drawn step, resumed by a run built from another seed
+def _resume_cases(generator: torch.Generator, kind: str) -> list:
+    return [(_resume_case(generator, kind),) for _ in range(2)]
+
+
+def _resumed_by(save_checkpoint, case: dict):
+    """:func:`_resumed` with the notebook's ``resume``, found beside ``save_checkpoint`` (one cell
+    defines both)."""
+    return _resumed(save_checkpoint, getattr(save_checkpoint, "__globals__", {}).get("resume"), case)
+
+
+def _weights(run: resumable.Run) -> list:
+    return [p.detach().clone() for p in run.model.parameters()]
+
+
+def resume_model_outcome(save_checkpoint, case: dict) -> list:
+    """The resumed run's weights at the end."""
+    return _weights(_resumed_by(save_checkpoint, case)[0])
+
+
+def resume_schedule_outcome(save_checkpoint, case: dict) -> dict:
+    """The resumed run's last learning rate, the scaler's scale and steps since it grew, and the
+    weights at the end."""
+    run, _ = _resumed_by(save_checkpoint, case)
+    return {"lr": run.scheduler.get_last_lr()[0], "scale": run.scaler.get_scale(),
+            "growth tracker": _growth_tracker(run), "weights": _weights(run)}
+
+
+def resume_random_outcome(save_checkpoint, case: dict) -> dict:
+    """The global random state after the resumed run, and its weights at the end."""
+    run, state = _resumed_by(save_checkpoint, case)
+    return {"random state": state, "weights": _weights(run)}
+
+
 _TRAINED = {"rtol": 1e-4, "atol": 1e-5}   # float32 steps: another thread count may round otherwise
 _FLOAT64 = {"rtol": 1e-7, "atol": 1e-10}
 _PIXELS = {"rtol": 1e-5, "atol": 1e-5}
+_EXACT = {"rtol": 0, "atol": 0}       # a resumed run on the CPU ends bit for bit where the unstopped one does
 JUDGED = [
     checks.JudgedCall("test_make_transform", "make_transform", "make_transform", _transform_cases, _PIXELS,
                       outcome=make_transform_outcome),
@@ -2017,4 +2234,12 @@ JUDGED = [
                       outcome=log_epoch_steps_outcome),
     checks.JudgedCall("test_log_epoch_metrics", "log_epoch", "log_epoch", _log_cases,
                       outcome=log_epoch_metrics_outcome),
+    # one cell defines save_checkpoint and resume: the judge calls the first, its outcome finds the second
+    checks.JudgedCall("test_resume_model_and_optimizer", "save_checkpoint", "resume",
+                      functools.partial(_resume_cases, kind="model"), _EXACT, outcome=resume_model_outcome),
+    checks.JudgedCall("test_resume_schedule_and_scaler", "save_checkpoint", "resume",
+                      functools.partial(_resume_cases, kind="schedule"), _EXACT,
+                      outcome=resume_schedule_outcome),
+    checks.JudgedCall("test_resume_random_state_and_order", "save_checkpoint", "resume",
+                      functools.partial(_resume_cases, kind="random"), _EXACT, outcome=resume_random_outcome),
 ]
