@@ -187,6 +187,15 @@ CHECK_CALLS = {
     "check_first_bad_step_on_training": lesson.check_first_bad_step_on_training,
     "check_final_step": lesson.check_final_step,
     "check_diagnose_finds_nothing": lesson.check_diagnose_finds_nothing,
+    "check_layer_statistics_forward": lambda answer: lesson.check_layer_statistics_forward(answer, (3,)),
+    "check_layer_statistics_backward": lambda answer: lesson.check_layer_statistics_backward(answer, (3,)),
+    "check_layer_statistics_update": lambda answer: lesson.check_layer_statistics_update(answer, (3,)),
+    "check_diagnose_vanishing": lambda answer: lesson.check_diagnose_vanishing(answer, runs=1),
+    "check_diagnose_lr_too_high": lambda answer: lesson.check_diagnose_lr_too_high(answer, runs=1),
+    "check_overfit_one_batch_fits": lesson.check_overfit_one_batch_fits,
+    "check_overfit_one_batch_losses": lesson.check_overfit_one_batch_losses,
+    "check_lr_range_test_steps": lesson.check_lr_range_test_steps,
+    "check_lr_range_test_restores": lesson.check_lr_range_test_restores,
     "check_concepts": lesson.check_concepts,
 }
 
@@ -591,6 +600,275 @@ def test_every_hint_speaks_both_languages_and_names_a_section():
     assert set(lesson.MORE_HINTS) == {texts["more"] for texts in lesson.HINTS.values() if "more" in texts}
 
 
+# ----------------------------------------------------------- exercises 14 and 15: hooks and a diagnosis
+def statistics_by_hand(model, inputs, targets, loss_fn, optimizer, dead=None, clear=True):
+    """No hooks: the layers run one by one, each output keeping its gradient (``retain_grad``)."""
+    outputs, signal = [], inputs
+    for layer in model:
+        signal = layer(signal)
+        signal.retain_grad()
+        outputs.append((layer, signal))
+    start = {layer: layer.weight.detach().clone() for layer in model if isinstance(layer, nn.Linear)}
+    if clear:
+        for param in model.parameters():
+            param.grad = None
+    loss_fn(signal, targets).backward()
+    optimizer.step()
+    dead = dead or (lambda out: float((out > 0).sum(dim=0).eq(0).sum()) / out.shape[1])
+    linear = [out for layer, out in outputs if isinstance(layer, nn.Linear)]
+    return {"activation_std": [out.detach().std().item() for out in linear],
+            "dead_share": [dead(out.detach()) for layer, out in outputs if isinstance(layer, nn.ReLU)],
+            "grad_norm": [torch.linalg.vector_norm(out.grad).item() for out in linear],
+            "update_ratio": [(torch.linalg.vector_norm(layer.weight.detach() - weight)
+                              / torch.linalg.vector_norm(weight)).item() for layer, weight in start.items()]}
+
+
+def other_diagnosis(run):
+    """The first step's ratios on a log scale, and the gradient at the first layer against the largest."""
+    first = run["update_ratio"][0]
+    if sum(math.log10(max(ratio, 1e-30)) for ratio in first) / len(first) > -1.7:
+        return "lr_too_high"
+    arriving = run["grad_norm"][0]
+    return "vanishing" if arriving[0] < 0.05 * max(arriving) else "healthy"
+
+
+def dead_per_example(*args):
+    return statistics_by_hand(*args, dead=lambda out: out.eq(0).float().mean().item())
+
+
+def grad_norm_of_the_weights(model, *args):
+    found = statistics_by_hand(model, *args)
+    found["grad_norm"] = [layer.weight.grad.norm().item() for layer in model if isinstance(layer, nn.Linear)]
+    return found
+
+
+def ratio_of_the_gradient(model, *args):
+    found = statistics_by_hand(model, *args)
+    found["update_ratio"] = [(layer.weight.grad.norm() / layer.weight.norm()).item()
+                             for layer in model if isinstance(layer, nn.Linear)]
+    return found
+
+
+def without_clearing(*args):
+    return statistics_by_hand(*args, clear=False)
+
+
+def leaves_a_hook(model, *args):
+    model[0].register_forward_hook(lambda *hook_args: None)
+    return statistics_by_hand(model, *args)
+
+
+def loss_only(run):
+    loss = run["loss"]
+    return "lr_too_high" if loss[-1] > loss[0] else "vanishing" if loss[-1] > 0.9 * loss[0] else "healthy"
+
+
+DIAGNOSIS_CELLS = {"test_diagnose_vanishing", "test_diagnose_lr_too_high"}
+
+
+def _reference_diagnosis():
+    call = next(call for call in calls.judged(LESSON) if call.grade_cell == "test_diagnose_vanishing")
+    return calls.reference_answer(read_solution(LESSON), call)
+STATISTICS_CHECKS = {"forward": lesson.check_layer_statistics_forward,
+                     "backward": lesson.check_layer_statistics_backward,
+                     "update": lesson.check_layer_statistics_update}
+
+
+@pytest.mark.parametrize(("answer", "failing"), [
+    (statistics_by_hand, set()), (dead_per_example, {"forward"}), (grad_norm_of_the_weights, {"backward"}),
+    (ratio_of_the_gradient, {"update"}), (without_clearing, {"update"}), (leaves_a_hook, {"update"})])
+def test_layer_statistics_checks(answer, failing):
+    for part, check in STATISTICS_CHECKS.items():
+        if part in failing:
+            failure(check, answer, says=["layer_statistics(", "hint", "section 14"])
+        else:
+            check(answer)
+
+
+def test_the_statistics_checks_measure_the_same_nets_as_the_student():
+    """The copy the check measures starts where the student's net does: a hook that watches the
+    original sees the outputs the check expected."""
+    kept = []
+
+    def watching(model, *args):
+        kept.append(model)
+        return statistics_by_hand(model, *args)
+
+    lesson.check_layer_statistics_forward(watching, depths=(4,))
+    (model,) = kept
+    assert isinstance(model[3], nn.Tanh) and not lesson._hooks_left(model)
+
+
+def test_the_diagnosis_checks_take_the_reference_and_another_rule_and_refuse_the_loss_alone():
+    reference = _reference_diagnosis()
+    for answer in (reference, other_diagnosis):
+        lesson.check_diagnose_vanishing(answer)
+        lesson.check_diagnose_lr_too_high(answer)
+    failure(lesson.check_diagnose_lr_too_high, loss_only, says=["diagnose_run(run", "hint", "section 14"])
+    for label in lesson.KINDS:
+        for check in (lesson.check_diagnose_vanishing, lesson.check_diagnose_lr_too_high):
+            failure(check, lambda run, label=label: label, says=["expected", "got"])
+
+
+def test_the_reference_labels_fifty_seeds_runs_right():
+    reference = _reference_diagnosis()
+    wrong = [(kind, seed) for seed in range(50) for kind in lesson.KINDS
+             if reference(lesson.training_run(kind, seed)) != kind]
+    assert wrong == []
+
+
+def test_a_run_is_plain_data_cut_before_its_first_non_finite_step():
+    for kind in lesson.KINDS:
+        run = lesson.training_run(kind, 7)
+        assert set(run) == {"loss", *lesson.STATISTICS}
+        steps = len(run["loss"])
+        assert 1 <= steps <= lesson.RUN_STEPS and all(len(run[key]) == steps for key in lesson.STATISTICS)
+        assert all(type(value) is float and math.isfinite(value) for value in run["loss"])
+        assert lesson.training_run(kind, 7) == run
+
+
+# ------------------------------------------------------ exercises 16 and 17: two checks before a long run
+def overfit_with_momentum(model, inputs, targets, loss_fn, max_steps):
+    """Another optimizer, and the early stop decided before the step (that loss gets no step)."""
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for _ in range(max_steps):
+        sgd.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        losses.append(loss.item())
+        if losses[-1] < 1e-3:
+            break
+        loss.backward()
+        sgd.step()
+    return losses
+
+
+def overfit_too_slowly(model, inputs, targets, loss_fn, max_steps):
+    sgd = torch.optim.SGD(model.parameters(), lr=1e-4)
+    losses = []
+    for _ in range(max_steps):
+        sgd.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        sgd.step()
+        losses.append(loss.item())
+    return losses
+
+
+def overfit_reporting_after(model, inputs, targets, loss_fn, max_steps):
+    """The loss measured again after each step: not the one the step used."""
+    adam = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(max_steps):
+        adam.zero_grad()
+        loss_fn(model(inputs), targets).backward()
+        adam.step()
+        with torch.no_grad():
+            losses.append(loss_fn(model(inputs), targets).item())
+        if losses[-1] < 1e-3:
+            break
+    return losses
+
+
+def range_on_copies(model, optimizer, batches, loss_fn, lrs):
+    """The run on copies of the model and its optimizer: the originals are never touched."""
+    model, optimizer = copy.deepcopy((model, optimizer))
+    losses = []
+    for k, (x, y) in enumerate(batches):
+        for group in optimizer.param_groups:
+            group["lr"] = lrs[k]
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        losses.append(loss.item())
+        if math.isnan(losses[-1]) or math.isinf(losses[-1]) or losses[-1] > 4 * min(losses):
+            break
+        loss.backward()
+        optimizer.step()
+    return losses
+
+
+def range_never_restored(model, optimizer, batches, loss_fn, lrs):
+    losses = []
+    for lr, (x, y) in zip(lrs, batches, strict=True):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        losses.append(loss.item())
+        if not math.isfinite(losses[-1]) or losses[-1] > 4 * min(losses):
+            break
+        loss.backward()
+        optimizer.step()
+    return losses
+
+
+def range_loss_after_the_step(model, optimizer, batches, loss_fn, lrs):
+    weights, state = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
+    losses = []
+    for lr, (x, y) in zip(lrs, batches, strict=True):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+        with torch.no_grad():
+            losses.append(loss_fn(model(x), y).item())
+        if not math.isfinite(losses[-1]) or losses[-1] > 4 * min(losses):
+            break
+    model.load_state_dict(weights)
+    optimizer.load_state_dict(state)
+    return losses
+
+
+def range_to_the_end(model, optimizer, batches, loss_fn, lrs):
+    """Never stops: every rate runs, however the loss blows up."""
+    weights, state = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
+    losses = []
+    for lr, (x, y) in zip(lrs, batches, strict=True):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+    model.load_state_dict(weights)
+    optimizer.load_state_dict(state)
+    return losses
+
+
+def test_overfit_one_batch_checks():
+    for answer in (overfit_with_momentum, _reference_answer("overfit_one_batch")):
+        lesson.check_overfit_one_batch_fits(answer)
+        lesson.check_overfit_one_batch_losses(answer)
+    failure(lesson.check_overfit_one_batch_fits, overfit_too_slowly,
+            says=["expected: below 0.05", "section 15", "hint('overfit_one_batch')"])
+    lesson.check_overfit_one_batch_losses(overfit_too_slowly)
+    failure(lesson.check_overfit_one_batch_losses, overfit_reporting_after,
+            says=["the losses returned are not the real ones", "loss 0: the model's with the weights"])
+    for check in (lesson.check_overfit_one_batch_fits, lesson.check_overfit_one_batch_losses):
+        failure(check, lambda *args: None, says=["expected", "got"])
+
+
+def test_lr_range_test_checks():
+    for answer in (range_on_copies, _reference_answer("lr_range_test")):
+        lesson.check_lr_range_test_steps(answer)
+        lesson.check_lr_range_test_restores(answer)
+    lesson.check_lr_range_test_steps(range_never_restored)
+    failure(lesson.check_lr_range_test_restores, range_never_restored,
+            says=["after lr_range_test(", "section 15"])
+    failure(lesson.check_lr_range_test_steps, range_loss_after_the_step,
+            says=["the loss of batches[0] with the weights before step 0"])
+    failure(lesson.check_lr_range_test_steps, range_to_the_end, says=["losses recorded by lr_range_test("])
+    for check in (lesson.check_lr_range_test_steps, lesson.check_lr_range_test_restores):
+        failure(check, lambda *args: None, says=["expected", "got"])
+
+
+def _reference_answer(function):
+    call = next(call for call in calls.judged(LESSON) if call.function == function)
+    return calls.reference_answer(read_solution(LESSON), call)
+
+
 # ------------------------------------------------------------------------- the judge's outcomes
 # What the judge compares (graders/judge/calls.py): the reference's answers in a namespace, some of
 # them replaced, probed as a grading kernel is, the results decoded from the wire and scored.
@@ -612,7 +890,7 @@ def _lost(**answers) -> set:
 
 def test_every_grade_cell_but_the_concept_questions_is_judged_from_an_outcome():
     total, decided, left = calls.coverage(LESSON)
-    assert (total, decided, left) == (29.0, 29.0, [])
+    assert decided == total and left == []
     assert all(call.outcome.__module__ == lesson.__name__ for call in calls.judged(LESSON))
 
 
@@ -672,7 +950,9 @@ RIGHT_ANSWERS = {
         "regression_loss": RIGHT_REGRESSION_LOSSES["by hand"], "train_epoch_fixed": good_epoch,
         "evaluate_fixed": good_evaluate, "ResidualBlockFixed": GoodBlock,
         "first_bad_step": good_first_bad_step, "BinaryClassifier": GoodBinaryClassifier,
-        "train_step_final": good_final},
+        "overfit_one_batch": overfit_with_momentum, "lr_range_test": range_on_copies,
+        "train_step_final": good_final, "layer_statistics": statistics_by_hand,
+        "diagnose_run": other_diagnosis},
     "others still": {
         "predict": predict_on_a_copy,
         "Classifier": ReorderedClassifier, "evaluate_fixed": on_a_copy,
@@ -892,6 +1172,25 @@ WRONG_BEHAVIOURS = {
     "the model left in evaluation mode": ({"train_step_final": left_in_eval}, {"test_train_step_final"}),
     "a graph while measuring the accuracy": ({"train_step_final": graph_while_evaluating},
                                              {"test_train_step_final", "test_train_step_final_diagnose"}),
+    "a rate too small to memorise": ({"overfit_one_batch": overfit_too_slowly},
+                                     {"test_overfit_one_batch_fits"}),
+    "losses measured after their steps": ({"overfit_one_batch": overfit_reporting_after},
+                                          {"test_overfit_one_batch_losses"}),
+    "a range test that never restores": ({"lr_range_test": range_never_restored},
+                                         {"test_lr_range_test_restores"}),
+    "a range test's loss after its step": ({"lr_range_test": range_loss_after_the_step},
+                                           {"test_lr_range_test_steps", "test_lr_range_test_restores"}),
+    "dead units counted per example": ({"layer_statistics": dead_per_example},
+                                       {"test_layer_statistics_forward"}),
+    "the gradient's norm measured at the weights": ({"layer_statistics": grad_norm_of_the_weights},
+                                                    {"test_layer_statistics_backward"}),
+    "the update ratio of the gradient": ({"layer_statistics": ratio_of_the_gradient},
+                                         {"test_layer_statistics_update"}),
+    "old gradients left in .grad": ({"layer_statistics": without_clearing}, {"test_layer_statistics_update"}),
+    "a hook left behind": ({"layer_statistics": leaves_a_hook}, {"test_layer_statistics_update"}),
+    "a diagnosis from the loss alone": ({"diagnose_run": loss_only}, {"test_diagnose_lr_too_high"}),
+    **{f"always {label!r}": ({"diagnose_run": lambda run, label=label: label}, DIAGNOSIS_CELLS)
+       for label in lesson.KINDS},
 }
 
 

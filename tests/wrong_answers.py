@@ -63,6 +63,87 @@ def manual_backward(x, targets, w1, b1, w2, b2):
     grad_z1 = grad_logits @ w2
     return grad_z1.T @ x, grad_z1.sum(dim=0), grad_logits.T @ a1, grad_logits.sum(dim=0)
 ''',
+        # pushes gradients with = instead of +=: a value used twice keeps only its last share
+        "value_engine": '''
+class Value:
+    def __init__(self, data, children=(), local=()):
+        self.data, self.grad = float(data), 0.0
+        self.children, self.local = children, local
+
+    def _make(self, other):
+        return other if isinstance(other, Value) else Value(other)
+
+    def __add__(self, other):
+        other = self._make(other)
+        return Value(self.data + other.data, (self, other), (1.0, 1.0))
+
+    def __mul__(self, other):
+        other = self._make(other)
+        return Value(self.data * other.data, (self, other), (other.data, self.data))
+
+    def __pow__(self, k):
+        return Value(self.data ** k, (self,), (k * self.data ** (k - 1),))
+
+    def __neg__(self):
+        return self * -1
+
+    def __sub__(self, other):
+        return self + (-self._make(other))
+
+    def __truediv__(self, other):
+        return self * self._make(other) ** -1
+
+    def __radd__(self, other):
+        return self + other
+
+    def __rmul__(self, other):
+        return self * other
+
+    def __rsub__(self, other):
+        return self._make(other) - self
+
+    def __rtruediv__(self, other):
+        return self._make(other) / self
+
+    def tanh(self):
+        t = math.tanh(self.data)
+        return Value(t, (self,), (1 - t * t,))
+
+    def relu(self):
+        return Value(max(0.0, self.data), (self,), (float(self.data > 0),))
+
+    def exp(self):
+        return Value(math.exp(self.data), (self,), (math.exp(self.data),))
+
+    def log(self):
+        return Value(math.log(self.data), (self,), (1 / self.data,))
+
+    def backward(self):
+        topo, seen = [], set()
+
+        def build(v):
+            if v not in seen:
+                seen.add(v)
+                for child in v.children:
+                    build(child)
+                topo.append(v)
+
+        build(self)
+        for v in topo:
+            if v.children:
+                v.grad = 0.0
+        self.grad = 1.0
+        for v in reversed(topo):
+            for child, d in zip(v.children, v.local):
+                child.grad = d * v.grad
+''',
+        # tanh after the last layer too
+        "value_mlp": '''
+def mlp(x, layers):
+    for weights, biases in layers:
+        x = [sum((w * xi for w, xi in zip(row, x)), b).tanh() for row, b in zip(weights, biases)]
+    return x
+''',
     },
     "03_modules": {
         # a ReLU after the last layer too
@@ -240,6 +321,23 @@ def log_epoch(writer, epoch, batch_losses, metrics):
         writer.add_scalar(tag, value, epoch)
     writer.flush()
 ''',
+        # every state_dict and where the run is, but not the global random generator: the resumed
+        # run's dropout masks come from the new run's own seed
+        "resume": '''
+def save_checkpoint(path, run):
+    torch.save({"model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
+                "scheduler": run.scheduler.state_dict(), "scaler": run.scaler.state_dict(),
+                "seed": run.seed, "epoch": run.epoch, "step": run.step}, path)
+
+
+def resume(path, run):
+    checkpoint = torch.load(path)
+    run.model.load_state_dict(checkpoint["model"])
+    run.optimizer.load_state_dict(checkpoint["optimizer"])
+    run.scheduler.load_state_dict(checkpoint["scheduler"])
+    run.scaler.load_state_dict(checkpoint["scaler"])
+    run.seed, run.epoch, run.step = checkpoint["seed"], checkpoint["epoch"], checkpoint["step"]
+''',
     },
     "05_debugging_lab": {
         # saves the whole model object, which torch.load (weights_only=True) refuses to read
@@ -305,6 +403,69 @@ def train_step_final(model, batch, optimizer):
     with torch.no_grad():
         accuracy = (model(x).argmax(dim=1) == y).float().mean()
     return loss.item(), accuracy.item()
+''',
+        # the update ratio measured on the gradient (‖∇w‖ / ‖w‖), not on the step's change of the weights
+        "layer_statistics": '''
+def layer_statistics(model, inputs, targets, loss_fn, optimizer):
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    relus = [m for m in model if isinstance(m, nn.ReLU)]
+    outputs, grads = {}, {}
+    handles = [m.register_forward_hook(lambda m, i, o: outputs.__setitem__(m, o.detach()))
+               for m in linears + relus]
+    handles += [m.register_full_backward_hook(lambda m, gi, go: grads.__setitem__(m, go[0]))
+                for m in linears]
+    optimizer.zero_grad()
+    loss_fn(model(inputs), targets).backward()
+    optimizer.step()
+    for h in handles:
+        h.remove()
+    return {
+        "activation_std": [outputs[m].std().item() for m in linears],
+        "dead_share": [(outputs[m] == 0).all(dim=0).float().mean().item() for m in relus],
+        "grad_norm": [grads[m].norm().item() for m in linears],
+        "update_ratio": [(m.weight.grad.norm() / m.weight.norm()).item() for m in linears],
+    }
+''',
+        # a rule on the loss alone: up means a rate too high, flat means vanishing
+        "diagnose_run": '''
+def diagnose_run(run):
+    loss = run["loss"]
+    if loss[-1] > loss[0]:
+        return "lr_too_high"
+    if loss[-1] > 0.9 * loss[0]:
+        return "vanishing"
+    return "healthy"
+''',
+        # plain SGD with a tiny rate: the losses are real, but 300 steps memorise nothing
+        "overfit_one_batch": '''
+def overfit_one_batch(model, inputs, targets, loss_fn, max_steps):
+    sgd = torch.optim.SGD(model.parameters(), lr=1e-4)
+    losses = []
+    for _ in range(max_steps):
+        sgd.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        sgd.step()
+        losses.append(loss.item())
+        if losses[-1] < 1e-3:
+            break
+    return losses
+''',
+        # the run is right, but the weights and the optimizer's state are never given back
+        "lr_range_test": '''
+def lr_range_test(model, optimizer, batches, loss_fn, lrs):
+    losses = []
+    for lr, (x, y) in zip(lrs, batches):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        losses.append(loss.item())
+        if not math.isfinite(losses[-1]) or losses[-1] > 4 * min(losses):
+            break
+        loss.backward()
+        optimizer.step()
+    return losses
 ''',
     },
     "06_mixed_precision": {

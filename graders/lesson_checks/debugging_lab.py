@@ -13,6 +13,7 @@ import functools
 import gc
 import math
 import re
+import sys
 import tempfile
 import warnings
 import weakref
@@ -32,9 +33,13 @@ from graders.lesson_checks import concept_questions, lesson_hints
 __all__ = ["HINTS", "MORE_HINTS", "check_binary_classifier_learns", "check_binary_predict_proba",
            "check_block", "check_classifier_learns", "check_clipped_order",
            "check_clipped_update", "check_concepts", "check_diagnose_finds_nothing",
-           "check_evaluate_accuracy", "check_evaluate_restores_mode", "check_final_step",
+           "check_diagnose_lr_too_high", "check_diagnose_vanishing", "check_evaluate_accuracy",
+           "check_evaluate_restores_mode", "check_final_step",
            "check_first_bad_step_by_hand", "check_first_bad_step_on_training",
-           "check_first_bad_step_scripted", "check_like_reference", "check_logits_on_model_device",
+           "check_first_bad_step_scripted", "check_like_reference", "check_layer_statistics_backward",
+           "check_layer_statistics_forward", "check_layer_statistics_update", "check_logits_on_model_device",
+           "check_lr_range_test_restores", "check_lr_range_test_steps", "check_overfit_one_batch_fits",
+           "check_overfit_one_batch_losses",
            "check_predict", "check_predict_proba", "check_predict_restores_mode", "check_regression_loss",
            "check_regression_loss_by_hand", "check_residual_by_hand", "check_save_and_reload",
            "check_train_epoch", "check_train_step", "classification_batch", "epoch_as_step",
@@ -902,6 +907,306 @@ def check_diagnose_finds_nothing(train_step_final, seed=515, n_in=2, n_classes=3
                                         "findings of diagnose(train_step_final, ...)"))
 
 
+# ------------------------------------------------------------- exercise 14: layer_statistics
+# The expected statistics come from torch itself, on a copy of the model: its layers run one by
+# one, autograd.grad on their outputs, and plain SGD's update worked out from the weights' gradients.
+STATISTICS = ("activation_std", "dead_share", "grad_norm", "update_ratio")
+_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Tiny networks run fastest on one thread; the student's setting is given back afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def _quiet_first_layer():
+    """PyTorch's warning that a full backward hook on the first layer (whose input needs no gradient)
+    sees only its output's gradient, kept out of the grade cells' output."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        yield
+
+
+def _statistics_net(seed: int, widths: list):
+    """Linear layers of ``widths`` (first the inputs', last the outputs'), each hidden one followed by
+    a ReLU (the second a Tanh in a net of four Linear layers or more), a quarter of each ReLU's units
+    dead on any input (a bias far below what the weights can reach); inputs, targets, loss."""
+    generator = checks.seeded_generator(seed)
+    layers = []
+    for index, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:], strict=False)):
+        linear = nn.Linear(n_in, n_out)
+        bias = 0.1 * torch.randn(n_out, generator=generator)
+        weight = torch.randn(n_out, n_in, generator=generator) / math.sqrt(n_in)
+        layers.append(linear)
+        if index < len(widths) - 2:
+            tanh = index == 1 and len(widths) > 4
+            if not tanh:
+                bias[torch.randperm(n_out, generator=generator)[:max(1, n_out // 4)]] = -50.0
+            layers.append(nn.Tanh() if tanh else nn.ReLU())
+        _set_linear(linear, weight, bias)
+    inputs = torch.randn(16, widths[0], generator=generator)
+    if seed % 2:
+        return nn.Sequential(*layers), inputs, torch.randn(16, widths[-1], generator=generator), F.mse_loss
+    labels = torch.randint(0, widths[-1], (16,), generator=generator)
+    return nn.Sequential(*layers), inputs, labels, F.cross_entropy
+
+
+def _describe_net(model, loss_fn) -> str:
+    return " → ".join(f"Linear({layer.in_features}, {layer.out_features})" if isinstance(layer, nn.Linear)
+                      else type(layer).__name__ for layer in model) + f"; {loss_fn.__name__}"
+
+
+def _measured(model, inputs, targets, loss_fn) -> dict:
+    """On ``model`` (a copy: it is not updated): each layer's output, run one by one, and the
+    statistics of ``STATISTICS`` but the update; with the gradients of the Linear weights."""
+    outputs, signal = [], inputs
+    for layer in model:
+        signal = layer(signal)
+        outputs.append(signal)
+    linear = [index for index, layer in enumerate(model) if isinstance(layer, nn.Linear)]
+    relu = [index for index, layer in enumerate(model) if isinstance(layer, nn.ReLU)]
+    count = len(linear)
+    wanted = ([outputs[index] for index in linear] + [model[index].weight for index in linear]
+              + [model[index].bias for index in linear])
+    objective = loss_fn(signal, targets)
+    found = torch.autograd.grad(objective, wanted)
+    return {"activation_std": [torch.std(outputs[index].detach()).item() for index in linear],
+            "dead_share": [(outputs[index].detach() <= 0).all(dim=0).double().mean().item()
+                           for index in relu],
+            "grad_norm": [torch.linalg.vector_norm(grad).item() for grad in found[:count]],
+            "weight_grads": list(found[count:2 * count]), "bias_grads": list(found[2 * count:]),
+            "loss": objective.item()}
+
+
+SHORTCUTS.update(dict.fromkeys(["check_layer_statistics_forward", "check_layer_statistics_backward",
+                                "check_layer_statistics_update"],
+                               [(sys.modules[__name__], "_measured")]))
+
+
+@torch.no_grad()
+def _relative_change(after, before) -> float:
+    """‖after − before‖ / ‖before‖, a float."""
+    return (torch.linalg.vector_norm(after - before) / torch.linalg.vector_norm(before)).item()
+
+
+def _hooks_left(model) -> list:
+    """``model[i]: kind`` for every hook still registered on a layer or a parameter."""
+    left = [f"{name or 'model'}: {table.strip('_')}" for name, module in model.named_modules()
+            for table in _HOOK_TABLES if getattr(module, table, None)]
+    return left + [f"{name}: tensor hook" for name, param in model.named_parameters()
+                   if param._backward_hooks]
+
+
+def _statistics_cases(generator, depths):
+    """Seeds and widths of nets drawn from ``generator``: one per depth (number of Linear layers)."""
+    return [(_seed(generator), [_draw(generator, 2, 5)] + [_draw(generator, 4, 10) for _ in range(depth - 1)]
+             + [_draw(generator, 2, 4)], _rate(generator, 0.05, 0.3)) for depth in depths]
+
+
+def _statistics_call(layer_statistics, seed, widths, lr, check, name_of=None):
+    """The student's function on a fresh net (training mode, old gradients in ``.grad``) with a
+    spying SGD; the net, what the copy measured, the weights before, the result and the call's name."""
+    with checks.seeded(seed):
+        model, inputs, targets, loss_fn = _statistics_net(seed, widths)
+    expected = _measured(copy.deepcopy(model), inputs, targets, loss_fn)
+    before = [layer.weight.detach().clone() for layer in model if isinstance(layer, nn.Linear)]
+    _leave_old_gradients(model)
+    optimizer = checks.SpySGD(model.parameters(), lr=lr)
+    name = f"layer_statistics({_describe_net(model, loss_fn)}; SGD lr={lr})"
+    with _quiet_first_layer():
+        got = checks.run_answer(layer_statistics, model, inputs, targets, loss_fn, optimizer, name=name,
+                                hint=HINTS["layer_statistics"], shortcuts=SHORTCUTS[check])
+    return model, optimizer, expected, before, got, name
+
+
+def _check_statistic(got, key, expected, name, hint, rtol=1e-4, atol=1e-7) -> None:
+    """``got[key]`` is a list of numbers, one per layer, close to ``expected``."""
+    checks.check_type(got, dict, name=name, hint=hint)
+    checks.check_true(key in got, name=name, hint=hint, expected=checks.both(
+        f"un dict con la clave {key!r}", f"a dict with the key {key!r}"), got=f"keys {sorted(map(str, got))}")
+    values = got[key]
+    label = f"{name}[{key!r}]"
+    checks.check_type(values, (list, tuple), name=label, hint=hint)
+    checks.check_equal(len(values), len(expected), hint=hint, name=checks.both(
+        f"len({label}) (una entrada por capa de ese tipo)",
+        f"len({label}) (one entry per layer of that kind)"))
+    numbers = [checks.plain_number(value) for value in values]
+    checks.check_true(None not in numbers, name=label, hint=hint, got=checks.describe(values),
+                      expected=checks.both("un número por capa", "one number per layer"))
+    checks.check_close(torch.tensor(numbers, dtype=torch.float64),
+                       torch.tensor(expected, dtype=torch.float64), name=label, hint=hint,
+                       rtol=rtol, atol=atol)
+
+
+@checks.keeps_random_state
+def check_layer_statistics_forward(layer_statistics, depths=(2, 3, 4)):
+    """The spread of each Linear's output and the share of dead units of each ReLU, on nets of random
+    widths with some units dead on every input (and a Tanh, which is not a ReLU)."""
+    hint = HINTS["layer_statistics"]
+    for seed, widths, lr in _statistics_cases(checks.fresh_generator(), depths):
+        with _one_thread():
+            _, _, expected, _, got, name = _statistics_call(layer_statistics, seed, widths, lr,
+                                                            "check_layer_statistics_forward")
+        for key in ("activation_std", "dead_share"):
+            _check_statistic(got, key, expected[key], name, hint)
+
+
+@checks.keeps_random_state
+def check_layer_statistics_backward(layer_statistics, depths=(2, 3, 4)):
+    """The norm of the loss's gradient with respect to each Linear's output."""
+    hint = HINTS["layer_statistics"]
+    for seed, widths, lr in _statistics_cases(checks.fresh_generator(), depths):
+        with _one_thread():
+            _, _, expected, _, got, name = _statistics_call(layer_statistics, seed, widths, lr,
+                                                            "check_layer_statistics_backward")
+        _check_statistic(got, "grad_norm", expected["grad_norm"], name, hint)
+
+
+@checks.keeps_random_state
+def check_layer_statistics_update(layer_statistics, depths=(2, 3, 4)):
+    """One optimizer step on this batch's gradients (old ones wait in ``.grad``), ‖Δw‖ / ‖w‖ of each
+    Linear's weight, no hook left behind and the model still in training mode."""
+    hint = HINTS["layer_statistics"]
+    for seed, widths, lr in _statistics_cases(checks.fresh_generator(), depths):
+        with _one_thread():
+            model, optimizer, expected, before, got, name = _statistics_call(
+                layer_statistics, seed, widths, lr, "check_layer_statistics_update")
+        checks.check_equal(len(optimizer.steps), 1, hint=hint, name=checks.both(
+            f"llamadas a step() del optimizador [{name}]", f"calls to the optimizer's step() [{name}]"))
+        linear = [layer for layer in model if isinstance(layer, nn.Linear)]
+        steps = zip(linear, before, expected["weight_grads"], strict=False)
+        for index, (layer, start, grad) in enumerate(steps):
+            checks.check_close(layer.weight.detach(), start - lr * grad, hint=hint, name=checks.both(
+                f"peso de la Linear {index} tras {name} (un paso con los gradientes de este lote)",
+                f"weight of Linear {index} after {name} (one step on this batch's gradients)"))
+        moved = [_relative_change(layer.weight, start) for layer, start in zip(linear, before, strict=False)]
+        _check_statistic(got, "update_ratio", moved, name, hint, rtol=1e-3, atol=1e-9)
+        left = _hooks_left(model)
+        checks.check_true(not left, name=name, hint=hint, got="; ".join(left),
+                          expected=checks.both("ningún hook registrado al terminar",
+                                               "no hook left registered"))
+        checks.check_equal(model.training, True, name=f"model.training [{name}]", hint=hint)
+
+
+# ---------------------------------------------------------------- exercise 15: diagnose_run
+# Runs of a few steps measured by this module's own collector, never the student's: healthy ones
+# (He initialisation, a learning rate whose first update is about 1e-3 of the weights), vanishing
+# ones (weights drawn far too small) and ones whose learning rate is far too high.
+KINDS = ("healthy", "vanishing", "lr_too_high")
+RUN_STEPS = 20
+
+
+def _toy_task(generator):
+    """Section 0's kind of data, drawn anew: three clouds in the plane, or points around a line."""
+    if _draw(generator, 0, 1):
+        centres = 3 * torch.randn(3, 2, generator=generator)
+        labels = torch.randint(0, 3, (32,), generator=generator)
+        points = centres[labels] + 0.6 * torch.randn(32, 2, generator=generator)
+        return "blobs", points, labels, F.cross_entropy
+    x = torch.randn(32, 1, generator=generator)
+    slope, offset = _rate(generator, 1.0, 3.0) * (2 * _draw(generator, 0, 1) - 1), _rate(generator, -1.0, 1.0)
+    return "line", x, slope * x + offset + 0.1 * torch.randn(32, 1, generator=generator), F.mse_loss
+
+
+def _run_net(generator, n_in, n_out, depth, width, scale):
+    """``depth`` Linear layers with ReLUs between, weights drawn from He's scale times ``scale``."""
+    sizes = [n_in] + [width] * (depth - 1) + [n_out]
+    layers = []
+    for index in range(depth):
+        linear = nn.Linear(sizes[index], sizes[index + 1])
+        weight = scale * math.sqrt(2 / sizes[index]) * torch.randn(linear.weight.shape, generator=generator)
+        _set_linear(linear, weight, torch.zeros(sizes[index + 1]))
+        layers += [linear] + ([nn.ReLU()] if index < depth - 1 else [])
+    return nn.Sequential(*layers)
+
+
+def _sgd_step(model, measured, lr) -> list:
+    """Plain SGD on the Linear layers with the gradients ``measured``: ‖Δw‖ / ‖w‖ of each weight."""
+    ratios = []
+    for layer, weight_grad, bias_grad in zip(model[::2], measured["weight_grads"], measured["bias_grads"],
+                                             strict=False):
+        start = layer.weight.detach().clone()
+        _set_linear(layer, start - lr * weight_grad, layer.bias.detach() - lr * bias_grad)
+        ratios.append(_relative_change(layer.weight, start))
+    return ratios
+
+
+def training_run(kind: str, seed: int, steps: int = RUN_STEPS) -> dict:
+    """A short run of ``kind`` drawn from ``seed``: the loss and the four statistics of every step (as
+    ``layer_statistics`` returns them), plain floats; a run that blows up stops before its first
+    non-finite step."""
+    with _one_thread(), checks.seeded(seed):
+        return _training_run(kind, seed, steps)
+
+
+def _training_run(kind, seed, steps):
+    generator = checks.seeded_generator(seed)
+    task, inputs, targets, loss_fn = _toy_task(generator)
+    depth, width = _draw(generator, 4, 6), _draw(generator, 12, 24)
+    scale = _rate(generator, 0.05, 0.2) if kind == "vanishing" else _rate(generator, 0.8, 1.2)
+    model = _run_net(generator, inputs.shape[1], 3 if task == "blobs" else 1, depth, width, scale)
+    if kind == "vanishing":
+        lr = _rate(generator, 0.002, 0.01)
+    else:       # the first update's largest (healthy) or middle (too high) ‖Δw‖ / ‖w‖ is the target
+        target = _rate(generator, 3e-4, 2e-3) if kind == "healthy" else _rate(generator, 0.05, 0.3)
+        first = _measured(model, inputs, targets, loss_fn)
+        per_unit = torch.tensor([_relative_change(layer.weight + grad, layer.weight)
+                                 for grad, layer in zip(first["weight_grads"], model[::2], strict=False)])
+        lr = target / (per_unit.max() if kind == "healthy" else per_unit.median()).item()
+    run = {"loss": [], **{key: [] for key in STATISTICS}}
+    for _ in range(steps):
+        measured = _measured(model, inputs, targets, loss_fn)
+        ratios = _sgd_step(model, measured, lr)
+        step = {"loss": measured["loss"], **{key: measured[key] for key in STATISTICS[:3]},
+                "update_ratio": ratios}
+        if not all(math.isfinite(value) for value in [step["loss"], *ratios, *step["grad_norm"],
+                                                       *step["activation_std"]]):
+            break
+        for key, value in step.items():
+            run[key].append(value)
+    return run
+
+
+def _diagnosis_kinds(generator, other: str, runs: int) -> list:
+    """``(kind, seed)`` of ``runs`` runs of ``other`` and as many healthy ones, shuffled."""
+    kinds = [other, "healthy"] * runs
+    order = torch.randperm(len(kinds), generator=generator).tolist()
+    return [(kinds[index], _seed(generator)) for index in order]
+
+
+def _check_diagnoses(diagnose_run, other: str, runs: int) -> None:
+    hint = HINTS["diagnose_run"]
+    asked = _diagnosis_kinds(checks.fresh_generator(), other, runs)
+    for number, (kind, seed) in enumerate(asked, 1):
+        run = training_run(kind, seed)
+        name = checks.both(
+            f"diagnose_run(entrenamiento {number} de {len(asked)}: {len(run['grad_norm'][0])} capas Linear, "
+            f"{len(run['loss'])} pasos)",
+            f"diagnose_run(run {number} of {len(asked)}: {len(run['grad_norm'][0])} Linear layers, "
+            f"{len(run['loss'])} steps)")
+        got = checks.check_runs(diagnose_run, run, name=name, hint=hint)
+        checks.check_equal(got, kind, name=name, hint=hint)
+
+
+@checks.keeps_random_state
+def check_diagnose_vanishing(diagnose_run, runs=3):
+    """Runs whose weights were drawn far too small, among healthy ones: each labelled right."""
+    _check_diagnoses(diagnose_run, "vanishing", runs)
+
+
+@checks.keeps_random_state
+def check_diagnose_lr_too_high(diagnose_run, runs=3):
+    """Runs whose learning rate is far too high, among healthy ones: each labelled right."""
+    _check_diagnoses(diagnose_run, "lr_too_high", runs)
+
+
 # ------------------------------------------------------------------------------- the judge's calls
 # What the judge compares with the reference (graders/judge/calls.py): each fixed bug shows in the
 # data an outcome returns (the weights after steps taken onto old gradients, the mode after the call,
@@ -909,6 +1214,8 @@ def check_diagnose_finds_nothing(train_step_final, seed=515, n_in=2, n_classes=3
 # contents). The outcomes run in the student's kernel on the answer and in the judge on the
 # reference's, on inputs drawn from the class's secret; they build everything from plain numbers.
 TRAINING = {"rtol": 1e-4, "atol": 1e-6}  # a few steps may amplify the last bits of a float
+STATISTICS_TOLERANCE = {"rtol": 1e-4, "atol": 1e-7}
+UPDATE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-7}  # a small difference of two close weights
 
 
 def _draw(generator, low: int, high: int) -> int:
@@ -1306,6 +1613,476 @@ def diagnose_outcome(train_step_final, seed, n_in, n_classes) -> list:
     return [finding.code for finding in found]
 
 
+def _statistics_requests(generator):
+    return _statistics_cases(generator, (2, 3, 4))
+
+
+def _statistics_of(layer_statistics, seed, widths, lr):
+    """The answer on a fresh net with old gradients in ``.grad`` and plain SGD: the net, the result."""
+    with _one_thread(), checks.seeded(seed):
+        model, inputs, targets, loss_fn = _statistics_net(seed, widths)
+        _leave_old_gradients(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        with _quiet_first_layer(), checks.shortcuts_off(SHORTCUTS["check_layer_statistics_forward"],
+                                                         layer_statistics):
+            return model, layer_statistics(model, inputs, targets, loss_fn, optimizer)
+
+
+def _numbers(got, key) -> torch.Tensor:
+    """``got[key]`` as a float64 tensor (a value that is not a number makes the call fail)."""
+    return torch.tensor([float(checks.plain_number(value)) for value in got[key]], dtype=torch.float64)
+
+
+def layer_statistics_forward_outcome(layer_statistics, seed, widths, lr) -> tuple:
+    """The spread of each Linear's output and the dead share of each ReLU the answer measured."""
+    _, got = _statistics_of(layer_statistics, seed, widths, lr)
+    return _numbers(got, "activation_std"), _numbers(got, "dead_share")
+
+
+def layer_statistics_backward_outcome(layer_statistics, seed, widths, lr) -> torch.Tensor:
+    """The norm of the gradient arriving at each Linear's output, as the answer measured it."""
+    return _numbers(_statistics_of(layer_statistics, seed, widths, lr)[1], "grad_norm")
+
+
+def layer_statistics_update_outcome(layer_statistics, seed, widths, lr) -> tuple:
+    """The update ratios the answer measured, the weights after its step (one step, on this batch's
+    gradients), the hooks it left behind and the model's mode."""
+    model, got = _statistics_of(layer_statistics, seed, widths, lr)
+    return _numbers(got, "update_ratio"), _state(model), _hooks_left(model), model.training
+
+
+def diagnose_run_outcome(diagnose_run, run) -> object:
+    """The label the answer gives a run (a copy of it: the judge's inputs stay as they were)."""
+    return diagnose_run(copy.deepcopy(run))
+
+
+def _diagnosis_runs(generator, other: str):
+    """Three runs of ``other`` and three healthy ones, shuffled, as plain dicts of floats."""
+    return [(training_run(kind, seed),) for kind, seed in _diagnosis_kinds(generator, other, 3)]
+
+
+# ---- section 15: overfit one batch, learning-rate range test
+# Exercise 16 watches the model it hands over: a forward hook notes each new set of weights the model
+# runs with and the loss of that forward pass, so that the losses returned can be matched with the
+# weights they were measured on, one per step, whatever optimizer the answer picked. Exercise 17
+# hands over a spy optimizer that notes each step's learning rates, gradients and weights, kept in a
+# log that copies of the optimizer share (an answer may run the test on copies).
+FIT_BELOW = 0.05        # the loss a memorised batch must reach, as the check measures it
+EARLY_STOP = 1e-3       # an answer may stop once a loss below this has been recorded
+BLOW_UP = 4.0           # the range test stops once a loss exceeds this many times the lowest so far
+SHORTCUTS.update(dict.fromkeys(["check_overfit_one_batch_fits", "check_overfit_one_batch_losses",
+                                "check_lr_range_test_steps", "check_lr_range_test_restores"], _COURSE_LOOPS))
+
+
+def _generator_of(seed):
+    return checks.fresh_generator() if seed is None else checks.seeded_generator(seed)
+
+
+def _on_one_thread(function):
+    """``function`` run on one thread (section 14's ``_one_thread``): many tiny steps run fastest so."""
+    @functools.wraps(function)
+    def on_one(*args, **kwargs):
+        __tracebackhide__ = True
+        with _one_thread():
+            return function(*args, **kwargs)
+
+    return on_one
+
+
+def _deep_mlp(n_in: int, width: int, depth: int, n_out: int):
+    """``depth`` hidden layers of ``width`` units (ReLU); ``width`` 1 is a bottleneck that cannot memorise."""
+    layers, size = [], n_in
+    for _ in range(depth):
+        layers += [nn.Linear(size, width), nn.ReLU()]
+        size = width
+    return nn.Sequential(*layers, nn.Linear(size, n_out))
+
+
+def _vector(params) -> torch.Tensor:
+    return torch.cat([param.detach().reshape(-1) for param in params]).clone()
+
+
+class _WeightsSeen:
+    """Forward hooks on ``model``: each new set of weights it runs with, and the loss of the first forward
+    pass with them (``None`` when that output is not one of the batch). :meth:`done` adds the weights
+    the model was left with; ``len(states) - 1`` is then the number of updates."""
+
+    def __init__(self, model, targets, loss_fn):
+        self.params, self.targets, self.loss_fn = list(model.parameters()), targets, loss_fn
+        self.states = []          # [weights, loss of the first forward with them]
+        self.handle = model.register_forward_hook(self._seen)
+
+    def _seen(self, module, inputs, output):
+        weights = _vector(self.params)
+        if not self.states or not torch.equal(weights, self.states[-1][0]):
+            kept = output.detach().clone() if isinstance(output, torch.Tensor) else None
+            self.states.append([weights, kept])
+
+    def done(self):
+        """Stop watching; each state's output becomes its loss on the batch (``None`` for an output of
+        another batch, or none)."""
+        self.handle.remove()
+        weights = _vector(self.params)
+        if not self.states or not torch.equal(weights, self.states[-1][0]):
+            self.states.append([weights, None])
+        for state in self.states:
+            output, state[1] = state[1], None
+            with torch.no_grad(), contextlib.suppress(Exception):   # an output of another batch: no loss
+                if output is not None and output.shape[:1] == self.targets.shape[:1]:
+                    state[1] = float(self.loss_fn(output, self.targets))
+        return self
+
+
+def _memorising_task(generator, fittable: bool):
+    """Sizes, a batch of random points with random labels (the model must memorise them) and a model:
+    a small MLP, or one with a bottleneck of width 1 for 6 classes, which cannot."""
+    if fittable:
+        n_in, width, depth = _draw(generator, 6, 12), _draw(generator, 16, 40), _draw(generator, 1, 2)
+        n_classes, n = _draw(generator, 3, 6), _draw(generator, 8, 32)
+    else:
+        n_in, width, depth, n_classes, n = _draw(generator, 3, 6), 1, 1, 6, _draw(generator, 18, 30)
+    return n_in, width, depth, n_classes, n
+
+
+def _memorise(overfit_one_batch, sizes, seed, max_steps, *, run):
+    """The answer on a fresh model: what it returned, the model's loss before (measured on a copy) and
+    after, and the weights it ran with."""
+    n_in, width, depth, n_classes, n = sizes
+    generator = checks.seeded_generator(seed)
+    inputs = torch.randn(n, n_in, generator=generator)
+    targets = torch.randint(0, n_classes, (n,), generator=generator)
+    with checks.seeded(seed):
+        model = _deep_mlp(n_in, width, depth, n_classes)
+        before = F.cross_entropy(copy.deepcopy(model)(inputs).detach(), targets).item()
+        seen = _WeightsSeen(model, targets, F.cross_entropy)
+        try:
+            returned = run(overfit_one_batch, model, inputs, targets, F.cross_entropy, max_steps)
+        finally:
+            seen.done()
+    after = F.cross_entropy(model(inputs).detach(), targets).item()
+    return returned, before, after, seen.states
+
+
+def _losses_problem(returned, states, max_steps):
+    """What is wrong with the losses returned, as ``(expected, got)`` texts; ``None`` when they are the
+    real ones: floats, one per update (and one more only after a loss below EARLY_STOP), each the loss
+    of the weights of its step, no more than ``max_steps``, and an early stop only below EARLY_STOP."""
+    if not isinstance(returned, list) or not all(type(value) is float for value in returned):
+        return (checks.both("una lista de float de Python", "a list of Python floats"),
+                checks.describe(returned))
+    steps = len(states) - 1
+    early = bool(returned) and returned[-1] < EARLY_STOP
+    if not (len(returned) == steps or (early and len(returned) == steps + 1)) or not returned:
+        return (checks.both("una pérdida por paso del optimizador", "one loss per optimizer step"),
+                checks.both(f"{len(returned)} pérdidas, {steps} pasos",
+                            f"{len(returned)} losses, {steps} steps"))
+    if steps > max_steps or len(returned) > max_steps:
+        return (checks.both(f"como mucho {max_steps} pasos", f"at most {max_steps} steps"),
+                checks.both(f"{steps} pasos", f"{steps} steps"))
+    if len(returned) < max_steps and not early:
+        return (checks.both(f"{max_steps} pasos, o parar antes solo tras una pérdida menor que "
+                            f"{EARLY_STOP:g}",
+                            f"{max_steps} steps, or an earlier stop only after a loss below {EARLY_STOP:g}"),
+                checks.both(f"paró tras {len(returned)} con pérdida {returned[-1]:.4g}",
+                            f"stopped after {len(returned)} with loss {returned[-1]:.4g}"))
+    for step, (value, (_, real)) in enumerate(zip(returned, states, strict=False)):
+        if real is None or not math.isclose(value, real, rel_tol=1e-4, abs_tol=1e-6):
+            shown = "-" if real is None else f"{real:.6g}"
+            return (checks.both(f"pérdida {step}: la del modelo con los pesos de ese paso, {shown}",
+                                f"loss {step}: the model's with the weights of that step, {shown}"),
+                    f"{value:.6g}")
+    return None
+
+
+def _call_overfit(answer, model, inputs, targets, loss_fn, max_steps, *, name):
+    return _run("check_overfit_one_batch_fits", answer, model, inputs, targets, loss_fn, max_steps, name=name,
+                hint=HINTS["overfit_one_batch"])
+
+
+@checks.keeps_random_state
+@_on_one_thread
+def check_overfit_one_batch_fits(overfit_one_batch, seed=None, max_steps=300):
+    """A fresh MLP and a batch of random points with random labels: after the call, the model's own loss
+    on that batch, measured here, is below FIT_BELOW."""
+    generator = _generator_of(seed)
+    sizes, case_seed = _memorising_task(generator, fittable=True), _seed(generator)
+    n_in, width, depth, n_classes, n = sizes
+    name = (f"overfit_one_batch(MLP {n_in}-{'-'.join([str(width)] * depth)}-{n_classes}, {n} examples, "
+            f"cross_entropy, max_steps={max_steps})")
+    _, _, after, _ = _memorise(overfit_one_batch, sizes, case_seed, max_steps,
+                               run=functools.partial(_call_overfit, name=name))
+    checks.check_true(after < FIT_BELOW, hint=HINTS["overfit_one_batch"], got=f"{after:.4f}",
+                      name=checks.both(f"pérdida del modelo en su lote tras {name}",
+                                       f"the model's loss on its batch after {name}"),
+                      expected=checks.both(f"menos de {FIT_BELOW} (el lote memorizado)",
+                                           f"below {FIT_BELOW} (the batch memorised)"))
+
+
+@checks.keeps_random_state
+@_on_one_thread
+def check_overfit_one_batch_losses(overfit_one_batch, seed=None, max_steps=300, bottleneck_steps=25):
+    """The losses returned are the real ones, one per step: on a model that can memorise its batch, and
+    on one that cannot (a bottleneck of width 1), which must still stop within its max_steps."""
+    generator = _generator_of(seed)
+    hint = HINTS["overfit_one_batch"]
+    for fittable, steps in ((True, max_steps), (False, bottleneck_steps)):
+        sizes, case_seed = _memorising_task(generator, fittable), _seed(generator)
+        n_in, width, depth, n_classes, n = sizes
+        label = f"MLP {n_in}-{width}-{n_classes}" + ("" if fittable else " (bottleneck of width 1)")
+        name = f"overfit_one_batch({label}, {n} examples, cross_entropy, max_steps={steps})"
+        returned, before, _, states = _memorise(overfit_one_batch, sizes, case_seed, steps,
+                                                run=functools.partial(_call_overfit, name=name))
+        problem = _losses_problem(returned, states, steps)
+        if problem is not None:
+            checks.fail(name, checks.say(checks.both("las pérdidas devueltas no son las reales",
+                                                     "the losses returned are not the real ones")),
+                        checks.say(problem[0]), checks.say(problem[1]), hint)
+        checks.check_close(returned[0], before, name=f"{name}[0]", hint=hint)
+
+
+class _Log(list):
+    """A list that copies of its owner share: ``copy.deepcopy`` gives the list itself."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class _RangeSGD(torch.optim.SGD):
+    """SGD that notes, in ``log`` (shared with its copies), each step's learning rates, the gradients it
+    used and the weights before and after."""
+
+    def __init__(self, params, log, **settings):
+        super().__init__(params, **settings)
+        self.log = log
+
+    def __getstate__(self):          # a copy keeps the log (an optimizer's state leaves its attributes out)
+        return {**super().__getstate__(), "log": self.log}
+
+    def step(self, closure=None):
+        params = [param for group in self.param_groups for param in group["params"]]
+        note = {"lrs": [group["lr"] for group in self.param_groups], "grads": _snapshot_grads(params),
+                "before": _vector(params)}
+        result = super().step(closure)
+        note["after"] = _vector(params)
+        self.log.append(note)
+        return result
+
+
+def _snapshot_grads(params) -> list:
+    return [None if param.grad is None else param.grad.detach().clone() for param in params]
+
+
+def _range_task(seed, n_in, width, n_classes, n_steps, low, high, momentum=0.9):
+    """A seeded MLP, ``n_steps`` batches of random points and labels, learning rates growing geometrically
+    from ``low`` to ``high`` (Python floats), and a spy SGD with two parameter groups, already warmed up
+    by two steps (its momentum is state to give back)."""
+    generator = checks.seeded_generator(seed)
+    batches = [classification_batch(16, n_in, n_classes, generator) for _ in range(n_steps)]
+    lrs = [low * (high / low) ** (k / max(1, n_steps - 1)) for k in range(n_steps)]
+    with checks.seeded(seed):
+        model = mlp(n_in, width, n_classes)
+    params = list(model.parameters())
+    log = _Log()
+    spy = _RangeSGD([{"params": params[:2]}, {"params": params[2:]}], log, lr=low, momentum=momentum)
+    for x, y in batches[:2]:
+        spy.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        spy.step()
+    spy.zero_grad(set_to_none=True)
+    log.clear()
+    return model, spy, batches, lrs, log
+
+
+def _loss_with(model, weights, batch, *, grads: bool = False):
+    """The loss of ``model``'s structure with ``weights`` (a vector) on ``batch``, and its gradients."""
+    named, start = {}, 0
+    for key, param in model.named_parameters():
+        named[key] = weights[start:start + param.numel()].view_as(param).clone().requires_grad_(grads)
+        start += param.numel()
+    measured = F.cross_entropy(torch.func.functional_call(model, named, (batch[0],)), batch[1])
+    if not grads:
+        return measured.item()
+    return measured.item(), torch.autograd.grad(measured, list(named.values()))
+
+
+def _expected_length(losses, n_steps) -> tuple[int, bool]:
+    """How many losses the range test records, and whether it stopped on a bad one: up to the first that
+    is not finite or exceeds BLOW_UP times the lowest before it, that one included."""
+    for step, value in enumerate(losses[:n_steps]):
+        if not math.isfinite(value) or (step and value > BLOW_UP * min(losses[:step])):
+            return step + 1, True
+    return n_steps, False
+
+
+def _same_loss(got, want) -> bool:
+    if not math.isfinite(want):
+        return not math.isfinite(got)
+    return math.isfinite(got) and math.isclose(got, want, rel_tol=1e-4, abs_tol=1e-6)
+
+
+@checks.keeps_random_state
+@_on_one_thread
+def check_lr_range_test_steps(lr_range_test, seed=None):
+    """Two runs, one whose rates grow far enough to blow the loss up and one that stays low: step k ran
+    with ``lrs[k]`` in every group on ``batches[k]``, the losses are the real ones, and the run stops
+    right after the first loss that is not finite or exceeds BLOW_UP times the lowest before it."""
+    generator = _generator_of(seed)
+    hint = HINTS["lr_range_test"]
+    for low, high in ((1e-3, 100.0), (1e-5, 1e-3)):
+        n_in, width, n_classes, n_steps = (_draw(generator, 2, 6), _draw(generator, 8, 24),
+                                           _draw(generator, 3, 5), _draw(generator, 25, 35))
+        model, optimizer, batches, lrs, log = _range_task(_seed(generator), n_in, width, n_classes, n_steps,
+                                                          low, high)
+        name = (f"lr_range_test(MLP {n_in}-{width}-{n_classes}, SGD, {n_steps} batches, "
+                f"lrs {low:g} → {high:g})")
+        start = _vector(model.parameters())
+        returned = _run("check_lr_range_test_steps", lr_range_test, model, optimizer, batches,
+                        F.cross_entropy, lrs, name=name, hint=hint)
+        checks.check_true(isinstance(returned, list) and bool(returned)
+                          and all(type(value) is float for value in returned), name=name, hint=hint,
+                          expected=checks.both("una lista no vacía de float de Python",
+                                               "a non-empty list of Python floats"),
+                          got=checks.describe(returned))
+        states = [start] + [note["after"] for note in log]
+        for step, value in enumerate(returned[:min(len(states), n_steps)]):
+            real = _loss_with(model, states[step], batches[step])
+            checks.check_true(_same_loss(value, real), name=f"{name}[{step}]", hint=hint, got=f"{value:.6g}",
+                              expected=checks.both(
+                                  f"{real:.6g}: la pérdida de batches[{step}] con los pesos de antes del "
+                                  f"paso {step}",
+                                  f"{real:.6g}: the loss of batches[{step}] with the weights before "
+                                  f"step {step}"))
+        length, stopped = _expected_length(returned, n_steps)
+        checks.check_equal(len(returned), length, hint=hint, name=checks.both(
+            f"pérdidas anotadas por {name} (se para tras la primera no finita o mayor que {BLOW_UP:g} veces "
+            "la menor)",
+            f"losses recorded by {name} (it stops after the first one not finite or above {BLOW_UP:g} times "
+            "the lowest)"))
+        checks.check_equal(len(log), length - 1 if stopped else n_steps, hint=hint, name=checks.both(
+            f"pasos del optimizador en {name}", f"optimizer steps in {name}"))
+        for step, note in enumerate(log):
+            checks.check_equal(note["lrs"], [lrs[step]] * 2, hint=hint, name=checks.both(
+                f"tasa de aprendizaje de cada grupo en el paso {step} [{name}]",
+                f"learning rate of each group at step {step} [{name}]"))
+            _, wanted = _loss_with(model, note["before"], batches[step], grads=True)
+            for index, (got, want) in enumerate(zip(note["grads"], wanted, strict=True)):
+                checks.check_true(got is not None and torch.allclose(got, want, rtol=1e-4, atol=1e-6),
+                                  name=f"{name}, step {step}", hint=hint, got=checks.both(
+                                      "otros gradientes", "other gradients"),
+                                  expected=checks.both(
+                                      f"el gradiente {index} de la pérdida de batches[{step}], y solo ese",
+                                      f"gradient {index} of the loss of batches[{step}], and only that"))
+
+
+@checks.keeps_random_state
+@_on_one_thread
+def check_lr_range_test_restores(lr_range_test, seed=None):
+    """With the model in training and in evaluation mode, and SGD with momentum: after a run that took
+    steps, the weights, the momentum, the groups' learning rates and the mode are as they were."""
+    generator = _generator_of(seed)
+    hint = HINTS["lr_range_test"]
+    for in_training in (True, False):
+        n_in, width, n_classes, n_steps = (_draw(generator, 2, 6), _draw(generator, 8, 24),
+                                           _draw(generator, 3, 5), _draw(generator, 10, 20))
+        model, optimizer, batches, lrs, log = _range_task(_seed(generator), n_in, width, n_classes, n_steps,
+                                                          1e-3, 100.0)
+        model.train(in_training)
+        kept = _optimizer_state(model, optimizer)
+        weights = _state(model)
+        name = f"lr_range_test(MLP {n_in}-{width}-{n_classes}, SGD momentum=0.9, {n_steps} batches)"
+        _run("check_lr_range_test_restores", lr_range_test, model, optimizer, batches, F.cross_entropy, lrs,
+             name=name, hint=hint)
+        checks.check_true(len(log) > 0, name=name, hint=hint, got="0",
+                          expected=checks.both("pasos del optimizador durante la prueba",
+                                               "optimizer steps during the test"))
+        for key, value in _state(model).items():
+            checks.check_close(value, weights[key], hint=hint,
+                               name=checks.both(f"{key} tras {name}", f"{key} after {name}"))
+        now = _optimizer_state(model, optimizer)
+        checks.check_equal(now["lrs"], kept["lrs"], hint=hint, name=checks.both(
+            f"tasas de aprendizaje de los grupos tras {name}", f"the groups' learning rates after {name}"))
+        for index, (got, want) in enumerate(zip(now["momentum"], kept["momentum"], strict=True)):
+            checks.check_true(got is not None and torch.equal(got, want), name=name, hint=hint,
+                              got=checks.both("otro estado", "another state"),
+                              expected=checks.both(f"el momento del parámetro {index} como estaba",
+                                                   f"the momentum of parameter {index} as it was"))
+        checks.check_equal(model.training, in_training, hint=hint, name=f"model.training [{name}]")
+
+
+def _optimizer_state(model, optimizer) -> dict:
+    """The groups' learning rates and each parameter's momentum buffer, cloned."""
+    buffers = [optimizer.state.get(param, {}).get("momentum_buffer") for param in model.parameters()]
+    return {"lrs": [group["lr"] for group in optimizer.param_groups],
+            "momentum": [None if buffer is None else buffer.detach().clone() for buffer in buffers]}
+
+
+# ------------------------------------------------------------- section 15: the judge's outcomes
+def _memorising_cases(generator, with_bottleneck: bool):
+    cases = [(*_memorising_task(generator, True), _seed(generator), 300) for _ in range(2)]
+    return cases + ([(*_memorising_task(generator, False), _seed(generator), _draw(generator, 15, 30))]
+                    if with_bottleneck else [])
+
+
+@_on_one_thread
+def overfit_one_batch_fits_outcome(overfit_one_batch, n_in, width, depth, n_classes, n, seed,
+                                   max_steps) -> dict:
+    """A fresh MLP and a batch of random labels: whether the model's loss on it, measured after the
+    call, is below FIT_BELOW (whatever optimizer the answer picked)."""
+    _, _, after, _ = _memorise(overfit_one_batch, (n_in, width, depth, n_classes, n), seed, max_steps,
+                               run=lambda answer, *args: answer(*args))
+    return {"fit": after < FIT_BELOW}
+
+
+@_on_one_thread
+def overfit_one_batch_losses_outcome(overfit_one_batch, n_in, width, depth, n_classes, n, seed,
+                                     max_steps) -> dict:
+    """Whether the losses returned are the real ones (floats, one per step, each the loss of its
+    step's weights, within max_steps), the first of them, and how many there are on a model that
+    cannot memorise its batch (width 1), where every answer takes max_steps steps."""
+    returned, _, _, states = _memorise(overfit_one_batch, (n_in, width, depth, n_classes, n), seed, max_steps,
+                                       run=lambda answer, *args: answer(*args))
+    real = _losses_problem(returned, states, max_steps) is None
+    return {"real": real, "first": returned[0] if real else None,
+            "count": len(returned) if width == 1 else None}
+
+
+def _range_cases(generator):
+    return [(_seed(generator), _draw(generator, 2, 6), _draw(generator, 8, 24), _draw(generator, 3, 5),
+             _draw(generator, 12, 30), low, high) for low, high in ((1e-3, 100.0), (1e-5, 1e-3))]
+
+
+@_on_one_thread
+def lr_range_test_steps_outcome(lr_range_test, seed, n_in, width, n_classes, n_steps, low, high) -> dict:
+    """The losses returned (floats? the values, a non-finite one as a sentinel) and, for each optimizer
+    step, the groups' learning rates (a step on another batch, or a loss taken after its step, changes
+    the losses)."""
+    model, optimizer, batches, lrs, log = _range_task(seed, n_in, width, n_classes, n_steps, low, high)
+    with checks.seeded(seed):
+        returned = lr_range_test(model, optimizer, batches, F.cross_entropy, lrs)
+    values = torch.tensor([float(value) for value in returned], dtype=torch.float64)
+    return {"floats": [type(value) is float for value in returned],
+            "losses": torch.nan_to_num(values, nan=-1.0, posinf=1e30, neginf=-1e30),
+            "lrs": [note["lrs"] for note in log]}
+
+
+def _restoring_cases(generator):
+    return [(_seed(generator), _draw(generator, 2, 6), _draw(generator, 8, 24), _draw(generator, 3, 5),
+             _draw(generator, 10, 20), training) for training in (True, False)]
+
+
+@_on_one_thread
+def lr_range_test_restores_outcome(lr_range_test, seed, n_in, width, n_classes, n_steps, training) -> dict:
+    """After a range test that blows up (SGD with momentum, the model in ``training`` mode): the
+    weights, the momentum buffers, the groups' learning rates, the mode, and how many steps it took
+    (a test that does nothing has restored nothing)."""
+    model, optimizer, batches, lrs, log = _range_task(seed, n_in, width, n_classes, n_steps, 1e-3, 100.0)
+    model.train(training)
+    with checks.seeded(seed):
+        lr_range_test(model, optimizer, batches, F.cross_entropy, lrs)
+    return {"weights": _state(model), **_optimizer_state(model, optimizer), "training": model.training,
+            "steps": len(log)}
+
+
 JUDGED = [
     checks.JudgedCall("test_train_step_fixed", "train_step_fixed", "train_step_fixed", _training_steps,
                       TRAINING, outcome=train_step_fixed_outcome),
@@ -1346,4 +2123,24 @@ JUDGED = [
                       TRAINING, outcome=train_step_final_outcome),
     checks.JudgedCall("test_train_step_final_diagnose", "train_step_final", "train_step_final",
                       _diagnose_cases, outcome=diagnose_outcome),
+    checks.JudgedCall("test_layer_statistics_forward", "layer_statistics", "layer_statistics",
+                      _statistics_requests, STATISTICS_TOLERANCE, outcome=layer_statistics_forward_outcome),
+    checks.JudgedCall("test_layer_statistics_backward", "layer_statistics", "layer_statistics",
+                      _statistics_requests, STATISTICS_TOLERANCE, outcome=layer_statistics_backward_outcome),
+    checks.JudgedCall("test_layer_statistics_update", "layer_statistics", "layer_statistics",
+                      _statistics_requests, UPDATE_TOLERANCE, outcome=layer_statistics_update_outcome),
+    checks.JudgedCall("test_diagnose_vanishing", "diagnose_run", "diagnose_run",
+                      functools.partial(_diagnosis_runs, other="vanishing"), outcome=diagnose_run_outcome),
+    checks.JudgedCall("test_diagnose_lr_too_high", "diagnose_run", "diagnose_run",
+                      functools.partial(_diagnosis_runs, other="lr_too_high"), outcome=diagnose_run_outcome),
+    checks.JudgedCall("test_overfit_one_batch_fits", "overfit_one_batch", "overfit_one_batch",
+                      functools.partial(_memorising_cases, with_bottleneck=False),
+                      outcome=overfit_one_batch_fits_outcome),
+    checks.JudgedCall("test_overfit_one_batch_losses", "overfit_one_batch", "overfit_one_batch",
+                      functools.partial(_memorising_cases, with_bottleneck=True),
+                      outcome=overfit_one_batch_losses_outcome),
+    checks.JudgedCall("test_lr_range_test_steps", "lr_range_test", "lr_range_test", _range_cases, TRAINING,
+                      outcome=lr_range_test_steps_outcome),
+    checks.JudgedCall("test_lr_range_test_restores", "lr_range_test", "lr_range_test", _restoring_cases,
+                      outcome=lr_range_test_restores_outcome),
 ]
