@@ -485,6 +485,18 @@ def seeded(seed: int):
         yield
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Inside, torch computes on one CPU thread; afterwards the student's count is back. Tiny networks
+    run fastest so on a busy machine, and two runs compared bit for bit round alike."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def seeded_generator(seed: int) -> torch.Generator:
     """A CPU generator of its own, seeded: inputs drawn from it leave the global state alone."""
     return torch.Generator().manual_seed(seed)

@@ -54,7 +54,8 @@ STYLES = {
     },
     "library_calls": {
         "to_unit_float": "def to_unit_float(images):\n    return torch.div(images.double(), 255).float()",
-        "flatten_per_image": "def flatten_per_image(batch):\n    return torch.reshape(batch, (batch.shape[0], -1))",
+        "flatten_per_image": "def flatten_per_image(batch):\n"
+                             "    return torch.reshape(batch, (batch.shape[0], -1))",
         "pairwise_distances": "def pairwise_distances(a, b):\n"
                               "    squared = ((a ** 2).sum(1)[:, None] + (b ** 2).sum(1)[None, :]\n"
                               "               - 2 * a @ b.T)\n"

@@ -1059,7 +1059,8 @@ def test_value_mlp():
     for check in (lesson.check_value_mlp_outputs, lesson.check_value_mlp_gradients):
         failure(check, wrong, MicroValue, says=["mlp(x, layers) with widths", "the values differ"])
     # the input handed back: the wrong length, or, when the widths of x and the output agree, wrong values
-    failure(lesson.check_value_mlp_outputs, lambda x, layers: x, MicroValue, says=["mlp(x, layers) with widths"])
+    failure(lesson.check_value_mlp_outputs, lambda x, layers: x, MicroValue,
+            says=["mlp(x, layers) with widths"])
 
 
 def _in_a_notebook(source: str, **names) -> dict:

@@ -915,17 +915,6 @@ _HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_bac
 
 
 @contextlib.contextmanager
-def _one_thread():
-    """Tiny networks run fastest on one thread; the student's setting is given back afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-@contextlib.contextmanager
 def _quiet_first_layer():
     """PyTorch's warning that a full backward hook on the first layer (whose input needs no gradient)
     sees only its output's gradient, kept out of the grade cells' output."""
@@ -1051,7 +1040,7 @@ def check_layer_statistics_forward(layer_statistics, depths=(2, 3, 4)):
     widths with some units dead on every input (and a Tanh, which is not a ReLU)."""
     hint = HINTS["layer_statistics"]
     for seed, widths, lr in _statistics_cases(checks.fresh_generator(), depths):
-        with _one_thread():
+        with checks.one_thread():
             _, _, expected, _, got, name = _statistics_call(layer_statistics, seed, widths, lr,
                                                             "check_layer_statistics_forward")
         for key in ("activation_std", "dead_share"):
@@ -1063,7 +1052,7 @@ def check_layer_statistics_backward(layer_statistics, depths=(2, 3, 4)):
     """The norm of the loss's gradient with respect to each Linear's output."""
     hint = HINTS["layer_statistics"]
     for seed, widths, lr in _statistics_cases(checks.fresh_generator(), depths):
-        with _one_thread():
+        with checks.one_thread():
             _, _, expected, _, got, name = _statistics_call(layer_statistics, seed, widths, lr,
                                                             "check_layer_statistics_backward")
         _check_statistic(got, "grad_norm", expected["grad_norm"], name, hint)
@@ -1075,7 +1064,7 @@ def check_layer_statistics_update(layer_statistics, depths=(2, 3, 4)):
     Linear's weight, no hook left behind and the model still in training mode."""
     hint = HINTS["layer_statistics"]
     for seed, widths, lr in _statistics_cases(checks.fresh_generator(), depths):
-        with _one_thread():
+        with checks.one_thread():
             model, optimizer, expected, before, got, name = _statistics_call(
                 layer_statistics, seed, widths, lr, "check_layer_statistics_update")
         checks.check_equal(len(optimizer.steps), 1, hint=hint, name=checks.both(
@@ -1142,7 +1131,7 @@ def training_run(kind: str, seed: int, steps: int = RUN_STEPS) -> dict:
     """A short run of ``kind`` drawn from ``seed``: the loss and the four statistics of every step (as
     ``layer_statistics`` returns them), plain floats; a run that blows up stops before its first
     non-finite step."""
-    with _one_thread(), checks.seeded(seed):
+    with checks.one_thread(), checks.seeded(seed):
         return _training_run(kind, seed, steps)
 
 
@@ -1619,7 +1608,7 @@ def _statistics_requests(generator):
 
 def _statistics_of(layer_statistics, seed, widths, lr):
     """The answer on a fresh net with old gradients in ``.grad`` and plain SGD: the net, the result."""
-    with _one_thread(), checks.seeded(seed):
+    with checks.one_thread(), checks.seeded(seed):
         model, inputs, targets, loss_fn = _statistics_net(seed, widths)
         _leave_old_gradients(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -1683,7 +1672,7 @@ def _on_one_thread(function):
     @functools.wraps(function)
     def on_one(*args, **kwargs):
         __tracebackhide__ = True
-        with _one_thread():
+        with checks.one_thread():
             return function(*args, **kwargs)
 
     return on_one

@@ -1407,18 +1407,6 @@ def _case_data(case: dict):
     return resumable.make_data(case["seed"], case["examples"], case["features"], case["classes"])
 
 
-@contextlib.contextmanager
-def _single_thread():
-    """One CPU thread inside, the caller's count given back: tiny steps run fastest so on a busy
-    machine, and the runs compared round alike."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _resume_label(case: dict) -> dict:
     return checks.both(
         f"save_checkpoint(path, run) en el paso {case['stop']} de {case['total_steps']}, y "
@@ -1441,7 +1429,7 @@ def _resumed(save_checkpoint, resume, case: dict, *, name=None, hint=None):
         return checks.check_runs(function, *args, name=step, hint=hint)
 
     data = _case_data(case)
-    with _single_thread(), checks.seeded(case["seed"]), tempfile.TemporaryDirectory() as folder:
+    with checks.one_thread(), checks.seeded(case["seed"]), tempfile.TemporaryDirectory() as folder:
         stopped = _case_run(case, case["seed"])
         resumable.train(stopped, data, case["total_steps"], stop_after=case["stop"])
         path = os.path.join(folder, "checkpoint.pt")
@@ -1459,7 +1447,7 @@ def _resumed(save_checkpoint, resume, case: dict, *, name=None, hint=None):
 
 def _never_stopped(case: dict):
     """``(the run of case trained to the end without a stop, the global random state then)``."""
-    with _single_thread(), checks.seeded(case["seed"]):
+    with checks.one_thread(), checks.seeded(case["seed"]):
         run = _case_run(case, case["seed"])
         resumable.train(run, _case_data(case), case["total_steps"])
         return run, torch.get_rng_state()
