@@ -7,7 +7,7 @@ import pytest
 import torch
 from check_messages import failure
 from lesson_files import read_solution
-from wrong_answers import WRONG_ANSWERS
+from wrong_answers import defined
 
 import course
 from graders.checks import CheckFailed
@@ -1035,7 +1035,7 @@ def test_value_engine_catches_typical_mistakes():
             says=["plain Python floats in .data and .grad"])
     failure(lesson.check_value_program, ThroughTorch, [("leaf", 0.5), ("mul", 0, 0), ("backward", 1)],
             says=["Tensor.backward is not available in this exercise", "the engine is yours"])
-    wrong = _in_a_notebook(WRONG_ANSWERS["02_autograd"]["value_engine"])["Value"]
+    wrong = defined("02_autograd", "value_engine", math=math)["Value"]
     message = failure(lesson.check_value_engine_shared, wrong, says=["v0.grad", "the values differ"])
     assert "hint('value_engine')" in message
 
@@ -1055,7 +1055,7 @@ def test_value_mlp():
     lesson.check_value_mlp_outputs(reference["mlp"], reference["Value"])
     lesson.check_value_mlp_gradients(reference["mlp"], reference["Value"])
     lesson.check_value_mlp_gradients(reference["mlp"], MicroValue)  # any right engine carries it
-    wrong = _in_a_notebook(WRONG_ANSWERS["02_autograd"]["value_mlp"])["mlp"]
+    wrong = defined("02_autograd", "value_mlp", math=math)["mlp"]
     for check in (lesson.check_value_mlp_outputs, lesson.check_value_mlp_gradients):
         failure(check, wrong, MicroValue, says=["mlp(x, layers) with widths", "the values differ"])
     # the input handed back: the wrong length, or, when the widths of x and the output agree, wrong values
@@ -1075,5 +1075,5 @@ def test_the_judge_sees_the_engine_mistakes():
                                         "test_value_engine_shared", "test_value_engine_twice"]
     naive = _lost(Value=NaiveWalk)
     assert "test_value_engine_shared" in naive and "test_value_engine_twice" in naive
-    wrong_mlp = _in_a_notebook(WRONG_ANSWERS["02_autograd"]["value_mlp"], Value=MicroValue)["mlp"]
+    wrong_mlp = defined("02_autograd", "value_mlp", math=math, Value=MicroValue)["mlp"]
     assert _lost(mlp=wrong_mlp) == ["test_value_mlp_gradients", "test_value_mlp_outputs"]

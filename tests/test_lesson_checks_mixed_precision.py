@@ -14,7 +14,7 @@ from check_messages import failure
 from lesson_files import read_solution
 from torch.cuda import is_bf16_supported as bf16_imported_early
 from torch.nn import functional as F
-from wrong_answers import WRONG_ANSWERS
+from wrong_answers import defined
 
 import course
 from course import amp, memory, timing
@@ -746,8 +746,7 @@ def test_the_judge_times_on_the_simulated_clock_and_accepts_both_ways_of_waiting
 
 
 def test_a_time_per_call_that_compares_the_device_with_the_text_cuda_loses_the_waits_cell():
-    namespace = {"torch": torch, "time": time, "statistics": statistics}
-    exec(WRONG_ANSWERS[LESSON]["time_per_call"], namespace)
+    namespace = defined(LESSON, "time_per_call", torch=torch, time=time, statistics=statistics)
     for secret in ("term", "another term", "a third term"):
         assert _judged_lost({"time_per_call": namespace["time_per_call"]}, secret) == [
             "test_time_per_call_synchronizes"]

@@ -567,3 +567,11 @@ def top_by_memory(prof, k):
 ''',
     },
 }
+
+
+def defined(lesson: str, answer: str, **names) -> dict:
+    """The namespace of a notebook that holds ``names`` (its imports, earlier answers) and then runs
+    the wrong answer for ``answer`` of ``lesson``: the wrong functions and classes are in it."""
+    namespace = dict(names)
+    exec(WRONG_ANSWERS[lesson][answer], namespace)
+    return namespace
