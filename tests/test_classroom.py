@@ -75,9 +75,9 @@ def hostile_class(tmp_path_factory):
         str(out / "nbgrader" / "gradebook.db"), str(root / "submissions" / "correct.ipynb"),
         "/etc/shadow"]}
     cases = write_class(root / "submissions", context)
-    # Long enough for the cells around a gigabyte of prints: on a busy 2-core machine the cell after
-    # it ran past 10 s and then past the interrupt's 10 s grace (twice in three runs, 2026-12-02).
-    options = Options(LESSON, root / "submissions", out, workers=2, cell_timeout=30,
+    # Short, since two cases loop until it; the lesson's slowest cell takes 0.8 s on an idle 2-core
+    # machine (2026-12-05), 20 s leaves room for a busy one.
+    options = Options(LESSON, root / "submissions", out, workers=2, cell_timeout=20,
                       notebook_timeout=300, progress=False)
     rows, csv_path = grade_class(options)
     stop.set()

@@ -87,3 +87,16 @@ def test_a_kernel_that_breaks_the_message_protocol_is_an_incident_of_its_cell():
     assert before[0]["text"] == "before\n" and after[0]["text"] == "after\n"
     assert forged[0]["ename"] == resilient_execute.INCIDENT
     assert "cell 2 broke the kernel" in forged[0]["evalue"] and "Invalid Signature" in forged[0]["evalue"]
+
+
+def test_the_cells_after_an_oversized_message_keep_their_outputs_and_errors():
+    """One line past the largest message the grader accepts costs zmq's connection for good; the
+    cells after it still show what they print and raise (a failed check stays failed)."""
+    too_big = 8 * ResilientExecute().max_output_bytes + 1
+    nb = new_notebook(cells=[new_code_cell(f"print('y' * {too_big})"), new_code_cell("print('after')"),
+                             new_code_cell("assert 1 == 2, 'a failed check'")])
+    nb, _ = ResilientExecute(timeout=20).preprocess(nb, {"metadata": {"path": "."}})
+    flood, after, check = (cell.outputs for cell in nb.cells)
+    assert [o["text"] for o in flood] == [resilient_execute._CUT_SHORT]
+    assert [o["text"] for o in after] == ["after\n"]
+    assert [(o["ename"], o["evalue"]) for o in check] == [("AssertionError", "a failed check")]

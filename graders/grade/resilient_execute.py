@@ -5,7 +5,9 @@
   the message protocol or answers garbage), is an incident: that cell is replaced by an error that
   says so, and the notebook runs again from a fresh kernel, so only what depends on that cell
   loses points. What fails outside any cell (a kernel that cannot start at all) is a grader fault.
-- Output is capped while it streams, per cell, so printing a gigabyte cannot exhaust the grader.
+- Output is capped while it streams, per cell, so printing a gigabyte cannot exhaust the grader. A
+  message past the cap's limit costs the connection that carried it (zmq drops it, for good): the
+  grader opens a new one, so the cells after it keep their outputs and errors.
 - A notebook that runs past its total time gets an error in every cell it did not reach.
 - A kernel that fails to start is started again, a few times, before the submission is given up.
 - Every kernel of the process talks through one zmq context that lives as long as the process.
@@ -14,6 +16,7 @@
 Every code cell that did not run ends with an error output, so no grade cell passes unrun.
 """
 
+import asyncio
 import copy
 import json
 import tempfile
@@ -37,6 +40,8 @@ from graders.nbgrader_settings import NOTEBOOK_TIMEOUT_S
 JUDGE_CALL_S = 5
 
 INCIDENT = "CourseGraderIncident"
+# What a cell shows when its output stopped arriving: too big a message, or still streaming.
+_CUT_SHORT = "\n[output cut: it stopped arriving]\n"
 
 
 class KernelStuck(RuntimeError):
@@ -159,11 +164,43 @@ class ResilientExecute(Execute):
             raise NotebookTimeout()
         self._running = index
         self._cell_bytes = 0
+        self._iopub_gave_up = False
         result = super().preprocess_cell(cell, resources, index)
+        if self._iopub_gave_up:
+            run_sync(self._async_reopen_iopub)()
+            cell.outputs.append(new_output("stream", name="stdout", text=_CUT_SHORT))
         if index == len(self.nb.cells) - 1 and self.judge_file:
             self._running = None  # what the probe meets is the judge's to report, not a cell's incident
             Path(self.judge_file).write_text(json.dumps(run_sync(self._async_probe)()))
         return result
+
+    async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+        try:
+            return await super()._async_poll_output_msg(parent_msg_id, cell, cell_index)
+        except asyncio.CancelledError:  # the cell's reply came, its outputs stopped arriving
+            self._iopub_gave_up = True
+            raise
+
+    async def _async_reopen_iopub(self) -> None:
+        """A new iopub connection in place of one that stopped carrying messages (zmq dropped it
+        for an oversized one), in use once it carries the kernel's status for a request: the
+        cells after it would otherwise each wait for outputs that never come, and lose them."""
+        self.kc.iopub_channel.close()
+        self.kc._iopub_channel = None
+        deadline = time.monotonic() + self.interrupt_grace
+        while time.monotonic() < deadline:
+            if await self._iopub_carries(self.kc.kernel_info(), seconds=0.5):
+                return
+
+    async def _iopub_carries(self, msg_id: str, seconds: float) -> bool:
+        """Whether a message answering ``msg_id`` comes on iopub within ``seconds``."""
+        try:
+            while True:
+                msg = await self.kc.iopub_channel.get_msg(timeout=seconds)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    return True
+        except Exception:  # queue.Empty: nothing more within the time
+            return False
 
     async def _async_probe(self) -> dict:
         """What the judge asked for, once every cell has run: the notebook's values of
