@@ -5,10 +5,15 @@
   receive, or in any hint.
 - The visible part of every grade cell is at most 15 lines.
 - Every exercise has a first hint in its lesson's module; second hints exist only for exercises.
+- Read against its solution, no hint quotes one of the solution's calls or names three of them in
+  the order the solution makes them, and a first hint says where the lesson teaches the idea.
 - Every concept check scores each question (partial credit).
 """
 
+import ast
+import builtins
 import inspect
+import os
 import re
 
 import pytest
@@ -73,6 +78,50 @@ def exercises(lesson: str) -> dict[str, str]:
             if is_solution_cell(cell) and cell.cell_type == "code"}
 
 
+def _solution_calls(source: str) -> tuple[list[str], list[str]]:
+    """The functions and methods the answer calls, in the order it first calls them (built-ins, the
+    function's own parameters and names as short as English words aside: calling what one is given is
+    the task, not a step), and each call's text, squeezed."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    tree = ast.parse(code)
+    given = {arg.arg for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+             for arg in [*node.args.args, *node.args.kwonlyargs]}
+    calls = sorted((node for node in ast.walk(tree) if isinstance(node, ast.Call)),
+                   key=lambda node: (node.end_lineno, node.end_col_offset))  # inner calls end first
+    names = []
+    for call in calls:
+        function = call.func
+        name = getattr(function, "attr", None) or getattr(function, "id", None)
+        if name and len(name) > 2 and name not in names and name not in given and not hasattr(builtins, name):
+            names.append(name)
+    return names, [squeeze(ast.get_source_segment(code, call)) for call in calls]
+
+
+def _longest_in_order(names: list[str], text: str) -> list[str]:
+    """The longest run of ``names`` (in their order) that ``text`` names in the same order."""
+    where = {name: found.start() for name in names if (found := re.search(rf"\b{re.escape(name)}\b", text))}
+    best: dict[str, list[str]] = {}
+    for name in (n for n in names if n in where):
+        before = [best[other] for other in best if where[other] < where[name]]
+        best[name] = [*max(before, key=len, default=[]), name]
+    return max(best.values(), key=len, default=[])
+
+
+def hints_with_solutions(lesson: str):
+    """``(kind, hint id, language, text, solution source)`` for every hint of the lesson: a hint
+    belongs to the exercise whose id begins as its own does (``adamw_decay``: ``adamw_step``)."""
+    module, solutions = module_for(lesson), exercises(lesson)
+    tables = (("first", getattr(module, "HINTS", {})), ("second", getattr(module, "MORE_HINTS", {})))
+    for kind, table in tables:
+        for hint_id, texts in table.items():
+            exercise = max(solutions, key=lambda e: len(os.path.commonprefix([e, hint_id])))
+            for language in LANGUAGES:
+                yield kind, hint_id, language, texts[language], solutions[exercise]
+
+
+WHERE = {"es": r"\b(secci[oó]n|ejercicio|celda)", "en": r"\b(section|exercise|cell)"}
+
+
 lesson_checks.lesson_modules()
 
 
@@ -114,6 +163,30 @@ def test_second_hints_belong_to_exercises_and_speak_both_languages():
     assert set(more_hints()) <= every_exercise
     for exercise, texts in more_hints().items():
         assert all(texts.get(language, "").strip() for language in LANGUAGES), exercise
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_hint_gives_the_answers_calls_and_a_first_hint_says_where_the_lesson_teaches_it(lesson):
+    problems = []
+    for kind, hint_id, language, text, solution in hints_with_solutions(lesson):
+        names, calls = _solution_calls(solution)
+        if len(in_order := _longest_in_order(names, text)) >= 3:
+            problems.append(f"{kind} hint {hint_id} ({language}) names the answer's calls in order: "
+                            f"{in_order}")
+        if quoted := [call for call in calls if len(call) >= 8 and call in squeeze(text)]:
+            problems.append(f"{kind} hint {hint_id} ({language}) quotes the answer: {quoted}")
+        if kind == "first" and not re.search(WHERE[language], text, re.IGNORECASE):
+            problems.append(f"first hint {hint_id} ({language}) does not say where the lesson teaches it")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_hint_reader_finds_calls_in_order_and_quotes():
+    names, calls = _solution_calls("def f(model, x):\n    y = model(x)\n    torch.nn.functional.relu(y)\n"
+                                   "    loss = y.mean().backward()\n    opt.step()\n    print(len(y))\n")
+    assert names == ["relu", "mean", "backward", "step"]
+    assert "opt.step()" in calls
+    assert _longest_in_order(names, "call backward, then step, after relu") == ["backward", "step"]
+    assert _longest_in_order(names, "relu, then mean, backward, step") == ["relu", "mean", "backward", "step"]
 
 
 def test_hint_prints_the_second_hint_in_the_editions_language(capsys, english):
