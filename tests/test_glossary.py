@@ -1,4 +1,5 @@
-"""Spanish texts use the glossary's term for each idea (docs/glossary.md)."""
+"""Spanish texts use the glossary's term for each idea, and write numbers as the code prints them
+(docs/glossary.md)."""
 
 import re
 import tomllib
@@ -57,3 +58,13 @@ def test_spanish_texts_avoid(form):
     pattern = re.compile(rf"\b{re.escape(form)}\b", re.IGNORECASE)
     found = [where for where, text in spanish_texts().items() if pattern.search(text)]
     assert not found, f"{form!r} in {found}; the glossary (docs/glossary.md) says: {avoided_forms()[form]!r}"
+
+
+# A decimal comma: digits, a comma, one or two digits; not a tuple, a list or a regex quantifier.
+DECIMAL_COMMA = re.compile(r"(?<![\w.,(\[{])\d+,\d{1,2}(?![\d)\]}]|,\d)")
+
+
+def test_spanish_texts_write_decimals_with_a_point_as_the_code_prints_them():
+    found = [f"{where}: {match.group(0)!r}" for where, text in spanish_texts().items()
+             for match in DECIMAL_COMMA.finditer(text)]
+    assert not found, f"decimal commas (docs/glossary.md: the edition writes 0.05, as its outputs): {found}"

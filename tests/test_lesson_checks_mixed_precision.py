@@ -411,11 +411,11 @@ def test_fp16_fate_shape():
 
 # ----------------------------------------------------------------------------------- pick_amp_dtype
 def _picker(ask):
-    """A ``pick_amp_dtype`` whose CUDA branch asks the GPU with ``ask()`` when it is not told."""
+    """A ``pick_amp_dtype`` whose CUDA branch asks the GPU with ``ask(device)`` when it is not told."""
     def pick(device, bf16_supported=None):
         kind = torch.device(device).type
         if kind == "cuda":
-            supported = ask() if bf16_supported is None else bf16_supported
+            supported = ask(device) if bf16_supported is None else bf16_supported
             return torch.bfloat16 if supported else torch.float16
         if kind in ("cpu", "mps"):
             return {"cpu": torch.bfloat16, "mps": torch.float16}[kind]
@@ -423,7 +423,9 @@ def _picker(ask):
     return pick
 
 
-_pick = _picker(lambda: torch.cuda.is_bf16_supported(including_emulation=False))
+_pick = _picker(lambda device: torch.cuda.get_device_capability(device) >= (8, 0))
+# Right on a machine of one GPU model: asks about the current GPU, whichever ``device`` names.
+_current_only = _picker(lambda device: torch.cuda.is_bf16_supported(including_emulation=False))
 
 
 def test_pick_amp_dtype():
@@ -440,10 +442,10 @@ def test_pick_amp_dtype():
 
     failure(lesson.check_pick_amp_dtype, always_asks,
             says=["pick_amp_dtype('cuda', bf16_supported=False): questions to the GPU about bf16",
-                  "expected: []", "got: ['torch.cuda.is_bf16_supported']"])
+                  "expected: []", "got: ['torch.cuda.get_device_capability']"])
     failure(lesson.check_pick_amp_dtype, never_asks,
-            says=["on a simulated NVIDIA A100-SXM4-40GB (compute capability 8.0: bf16 native)",
-                  "expected: torch.bfloat16", "got: torch.float16"])
+            says=["on a simulated machine with cuda:0 = NVIDIA A100-SXM4-40GB (compute capability 8.0: "
+                  "bf16 native)", "expected: torch.bfloat16", "got: torch.float16"])
     failure(lesson.check_pick_amp_dtype, lambda device, bf16_supported=None: torch.float16,
             says=["pick_amp_dtype('cpu', bf16_supported=None)", "expected: torch.bfloat16"])
     failure(lesson.check_pick_raises, lambda device, bf16_supported=None: torch.float32, "meta",
@@ -452,15 +454,34 @@ def test_pick_amp_dtype():
 
 def test_pick_amp_dtype_on_a_gpu_that_only_emulates_bf16_gets_fp16():
     """PyTorch 2.x's default answer counts emulated bf16: an answer trusting it picks bf16 on a T4."""
-    emulation_counts = _picker(lambda: torch.cuda.is_bf16_supported())
+    emulation_counts = _picker(lambda device: torch.cuda.is_bf16_supported())
     failure(lesson.check_pick_amp_dtype, emulation_counts,
-            says=["on a simulated Tesla T4 (compute capability 7.5: bf16 only emulated)",
+            says=["on a simulated machine with cuda:0 = Tesla T4 (compute capability 7.5: bf16 only "
+                  "emulated)",
                   "expected: torch.float16", "got: torch.bfloat16"])
-    by_capability = _picker(lambda: torch.cuda.get_device_capability() >= (8, 0))
-    lesson.check_pick_amp_dtype(by_capability)
-    by_properties = _picker(lambda: torch.cuda.get_device_properties(0).major >= 8)
+    by_properties = _picker(lambda device: torch.cuda.get_device_properties(device).major >= 8)
+    lesson.check_pick_amp_dtype(by_properties)
     lesson.check_pick(by_properties, "cuda:0", torch.float16, gpu="T4")
     lesson.check_pick(by_properties, "cuda:0", torch.bfloat16, gpu="A100")
+
+
+def test_pick_amp_dtype_asks_about_the_gpu_the_device_names():
+    """On a machine whose GPU 0 is a T4 and GPU 1 an A100, ``"cuda:1"`` is the A100: an answer that
+    asks about the current GPU picks fp16 there."""
+    failure(lesson.check_pick_amp_dtype, _current_only,
+            says=["pick_amp_dtype('cuda:1', bf16_supported=None) on a simulated machine with cuda:0 = "
+                  "Tesla T4", "expected: torch.bfloat16", "got: torch.float16"])
+    first_gpu = _picker(lambda device: torch.cuda.get_device_properties(0).major >= 8)
+    failure(lesson.check_pick_amp_dtype, first_gpu, says=["expected: torch.bfloat16", "got: torch.float16"])
+
+    def selects_it(device):
+        with torch.cuda.device(device):
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+
+    for answer in (_picker(selects_it), _pick):
+        lesson.check_pick_amp_dtype(answer)
+        lesson.check_pick(answer, "cuda:0", torch.float16, gpu=("T4", "A100"))
+        lesson.check_pick(answer, torch.device("cuda", 1), torch.float16, gpu=("A100", "V100"))
 
 
 def test_pick_amp_dtype_asks_nothing_when_told_and_puts_torch_cuda_back():
@@ -766,9 +787,8 @@ def test_the_waits_cells_accept_refuses_what_is_not_the_outcomes_shape():
 
 
 def test_the_judge_asks_pick_amp_dtype_on_simulated_gpus():
-    by_capability = _picker(lambda: torch.cuda.get_device_capability() >= (8, 0))
-    by_properties = _picker(lambda: torch.cuda.get_device_properties(0).major >= 8)
-    for answer in (_pick, by_capability, by_properties):
+    by_properties = _picker(lambda device: torch.cuda.get_device_properties(device).major >= 8)
+    for answer in (_pick, by_properties):
         assert _judged_lost({"pick_amp_dtype": answer}) == []
 
     def always_asks(device, bf16_supported=None):
@@ -785,8 +805,8 @@ def test_the_judge_asks_pick_amp_dtype_on_simulated_gpus():
             return _pick(device, bf16_supported)
         return torch.bfloat16 if amp.autocast_supported("cuda", torch.bfloat16) else torch.float16
 
-    wrong = [_picker(lambda: torch.cuda.is_bf16_supported()), always_asks, never_asks, never_raises,
-             through_the_course, lambda device, bf16_supported=None: torch.float16]
+    wrong = [_picker(lambda device: torch.cuda.is_bf16_supported()), _current_only, always_asks, never_asks,
+             never_raises, through_the_course, lambda device, bf16_supported=None: torch.float16]
     for answer in wrong:
         for secret in ("term", "another term"):
             assert _judged_lost({"pick_amp_dtype": answer}, secret) == ["test_pick_amp_dtype"]

@@ -1,6 +1,7 @@
 """Concept questions of one's own: every pool is sound, its hidden answers are right, the draw is the
 student's, guessing earns nothing, and the grader grades the right student's draw."""
 
+import math
 import random
 import re
 import sqlite3
@@ -48,14 +49,54 @@ def test_the_hidden_answers_answer_every_question_and_the_reference_agrees(lesso
 
 @pytest.mark.parametrize("lesson", POOLED)
 def test_a_probed_answer_is_what_the_code_computes(lesson):
+    """At each of the sizes a formula answer is compared at (or once, for a question without
+    symbols), the code's probe has the hidden answer's value."""
     _, truths = hidden_answers(lesson)
     for qid, question in pool(_name(lesson)).questions.items():
-        if question.probe:
-            namespace = {"torch": torch}
+        for sizes in question.sizes() if question.symbols else [{}]:
+            if not question.probe:
+                continue
+            namespace = {"torch": torch, **sizes}
             with warnings.catch_warnings():  # a question may be about the warning a bug gives
                 warnings.simplefilter("ignore")
                 exec(question.code, namespace)
-            assert is_right(question, eval(question.probe, namespace), truths[qid]), qid
+            probed = eval(question.probe, namespace)
+            if question.symbols and question.kind in questions.FORMULA_FORMS:
+                got, want = (questions.value_at(question, v, sizes) for v in (probed, truths[qid]))
+                assert got is not None and want is not None and (
+                    math.isclose(got, want, rel_tol=1e-3) if question.kind == "float" else got == want), \
+                    f"{qid} at {sizes}: the code gives {got}, the hidden answer {want}"
+            else:
+                assert is_right(question, probed, truths[qid]), qid
+
+
+@pytest.mark.parametrize("lesson", POOLED)
+def test_no_question_is_answered_by_pasting_its_code(lesson):
+    """A question's code leaves sizes open (its symbols): pasted into a cell as it is, it stops at
+    the first one, printing nothing that answers."""
+    for qid, question in pool(_name(lesson)).questions.items():
+        if not question.code:
+            continue
+        assert question.symbols, f"{qid}: its code runs as it is; leave sizes open (symbols)"
+        with pytest.raises(NameError) as raised:
+            exec(question.code, {"torch": torch})
+        assert raised.value.name in question.symbols, f"{qid}: stopped at {raised.value.name}, not a symbol"
+
+
+def test_a_formula_answer_is_right_in_any_equivalent_form_and_nothing_else_runs():
+    shape = questions.Question("flat", "shape", {}, symbols=("n", "c", "h", "w"))
+    assert all(is_right(shape, form, ("n", "c * h * w"))
+               for form in [("n", "c*h*w"), ["n", "w * h * c"], ("n", "(c*h)*w")])
+    assert not any(is_right(shape, form, ("n", "c * h * w"))
+                   for form in [("n", "c*h"), ("c * h * w", "n"), (16, 2352), ("n", "c*h*w", 1)])
+    integer = questions.Question("count", "int", {}, symbols=("n",))
+    assert is_right(integer, "3 * n**2", "3*n*n") and not is_right(integer, 12, "3*n*n")
+    assert questions.as_answer(integer, "n / 7") is None  # not an integer at every size
+    number = questions.Question("loss", "float", {}, symbols=("k",))
+    assert is_right(number, "log(k)", "log(k)") and is_right(number, "1/k", "k**-1")
+    for hostile in ["__import__('os').system('true')", "log.__class__", "(k**4)**4**4", "9**9**9**9",
+                    "exp(exp(exp(k)))", "x", "k" * 600, "open('f')", True, None, {"k": 1}]:
+        assert questions.as_answer(number, hostile) is None, hostile
 
 
 @pytest.mark.parametrize("lesson", POOLED)

@@ -11,9 +11,10 @@
 - ``fp16_fate`` and ``tensor_bytes`` are checked on cases worked out by hand and on random inputs
   through properties (the fp16 band a value was drawn from, the rounding bands at both ends of
   fp16's range included; how bytes grow with the shape).
-- ``pick_amp_dtype`` asks a simulated GPU (``torch.cuda``'s answers about it swapped under any name):
-  one with native bf16, and one that only emulates it, where ``torch.cuda.is_bf16_supported()``
-  still says True by default; the dtype is checked, and that a given answer is used without asking.
+- ``pick_amp_dtype`` asks a simulated machine (``torch.cuda``'s answers about it swapped under any
+  name): GPUs with native bf16, GPUs that only emulate it (where ``torch.cuda.is_bf16_supported()``
+  still says True by default), and one of each, where ``"cuda:1"`` is not the current GPU; the dtype
+  is checked, and that a given answer is used without asking.
 - ``amp_train_step`` runs on a model with probes, a loss that notes the gradient of the loss it
   returns, and a real ``GradScaler`` that notes the calls it gets and the gradients its optimizer
   step sees.
@@ -24,6 +25,7 @@ and its events on the simulated clock, the dtypes picked on simulated GPUs, the 
 grids, for ``amp_train_step`` per grade cell only the data of its own behaviour).
 """
 
+import contextlib
 import math
 import threading
 import time
@@ -446,30 +448,59 @@ def check_fp16_fate_shape(fp16_fate) -> None:
 _GPUS = {"A100": ("NVIDIA A100-SXM4-40GB", (8, 0)), "T4": ("Tesla T4", (7, 5)),
          "V100": ("Tesla V100-SXM2-16GB", (7, 0))}
 _ABOUT_BF16 = ("is_bf16_supported", "get_device_capability", "get_device_properties", "get_device_name")
-_CUDA_PROBES = [(torch.cuda, name)
-                for name in (*_ABOUT_BF16, "is_available", "device_count", "current_device")]
+_CUDA_PROBES = [(torch.cuda, name) for name in
+                (*_ABOUT_BF16, "is_available", "device_count", "current_device", "set_device", "device")]
 
 
 class _SimulatedGpu:
-    """Stand-ins for what an answer may ask ``torch.cuda`` about the GPU; ``asked`` notes the questions
-    about bf16 (its support, the compute capability, the properties or the name)."""
+    """Stand-ins for what an answer may ask ``torch.cuda`` about a machine whose GPUs are ``models``
+    (keys of ``_GPUS``, by index; one model for every GPU of a two-GPU machine): questions about a
+    GPU without an index are about the current one, which ``set_device`` and ``torch.cuda.device``
+    change. ``asked`` notes the questions about bf16 (its support, the compute capability, the
+    properties or the name)."""
 
-    def __init__(self, model: str | None):
-        self.name, self.capability = _GPUS.get(model, ("-", (0, 0)))
-        self.asked = []
+    def __init__(self, models):
+        models = (models, models) if models is None or isinstance(models, str) else tuple(models)
+        self.gpus = [_GPUS.get(model, ("-", (0, 0))) for model in models]
+        self.current, self.asked = 0, []
         self.answers = {
             "is_bf16_supported": lambda including_emulation=True: (
-                self.capability >= (8, 0) or bool(including_emulation)),
-            "get_device_capability": lambda device=None: self.capability,
+                self._gpu(None)[1] >= (8, 0) or bool(including_emulation)),
+            "get_device_capability": lambda device=None: self._gpu(device)[1],
             "get_device_properties": lambda device=None: SimpleNamespace(
-                name=self.name, major=self.capability[0], minor=self.capability[1], total_memory=16 * 2**30,
-                multi_processor_count=40),
-            "get_device_name": lambda device=None: self.name,
+                name=self._gpu(device)[0], major=self._gpu(device)[1][0], minor=self._gpu(device)[1][1],
+                total_memory=16 * 2**30, multi_processor_count=40),
+            "get_device_name": lambda device=None: self._gpu(device)[0],
             "is_available": lambda: True,
-            "device_count": lambda: 2,
-            "current_device": lambda: 0,
+            "device_count": lambda: len(self.gpus),
+            "current_device": lambda: self.current,
+            "set_device": lambda device: setattr(self, "current", self._index(device)),
+            "device": self._selected,
         }
         self._kinds = {id(getattr(owner, name)): name for owner, name in _CUDA_PROBES}
+
+    def _index(self, device) -> int:
+        if isinstance(device, int) and not isinstance(device, bool):
+            index = device
+        else:
+            index = self.current if device is None else torch.device(device).index
+            index = self.current if index is None else index
+        if not 0 <= index < len(self.gpus):
+            raise RuntimeError(f"CUDA error: invalid device ordinal {index} (this machine has "
+                               f"{len(self.gpus)} GPUs)")
+        return index
+
+    def _gpu(self, device) -> tuple:
+        return self.gpus[self._index(device)]
+
+    @contextlib.contextmanager
+    def _selected(self, device):
+        """``torch.cuda.device(device)``: the current GPU inside the block."""
+        before, self.current = self.current, self._index(device)
+        try:
+            yield
+        finally:
+            self.current = before
 
     def stand_in(self, original, label):
         kind = self._kinds[id(original)]
@@ -481,19 +512,22 @@ class _SimulatedGpu:
         return answer
 
     def describe(self) -> dict:
-        major, minor = self.capability
-        native = self.capability >= (8, 0)
-        return checks.both(
-            f"en una {self.name} simulada (capacidad de cómputo {major}.{minor}: bf16 "
-            f"{'nativo' if native else 'solo emulado'})",
-            f"on a simulated {self.name} (compute capability {major}.{minor}: bf16 "
-            f"{'native' if native else 'only emulated'})")
+        """The machine, for a message: each GPU, its compute capability and its bf16."""
+        described = {"es": [], "en": []}
+        for index, (name, (major, minor)) in enumerate(self.gpus):
+            native = (major, minor) >= (8, 0)
+            described["es"].append(f"cuda:{index} = {name} (capacidad de cómputo {major}.{minor}: bf16 "
+                                   f"{'nativo' if native else 'solo emulado'})")
+            described["en"].append(f"cuda:{index} = {name} (compute capability {major}.{minor}: bf16 "
+                                   f"{'native' if native else 'only emulated'})")
+        return checks.both("en una máquina simulada con " + " y ".join(described["es"]),
+                           "on a simulated machine with " + " and ".join(described["en"]))
 
 
 @checks.keeps_random_state
 def check_pick(pick_amp_dtype, device, expected, *, bf16_supported=None, gpu=None) -> None:
-    """``pick_amp_dtype(device, bf16_supported)`` on a simulated ``gpu`` (a key of ``_GPUS``), whose
-    answers are those ``torch.cuda`` gives on it.
+    """``pick_amp_dtype(device, bf16_supported)`` on a simulated machine whose GPUs are ``gpu`` (a key
+    of ``_GPUS``, or a tuple of them by index), whose answers are those ``torch.cuda`` gives on it.
 
     A ``bf16_supported`` that is given must be used without asking the GPU anything about bf16.
     """
@@ -521,13 +555,14 @@ def check_pick_raises(pick_amp_dtype, device) -> None:
 @checks.keeps_random_state
 def check_pick_amp_dtype(pick_amp_dtype) -> None:
     """CPU; CUDA with the answer given; CUDA asking a GPU with native bf16, then one that only emulates
-    it (a T4: bf16 there is slower than fp16)."""
+    it (a T4: bf16 there is slower than fp16); the second GPU of a machine whose first is the T4."""
     check_pick(pick_amp_dtype, "cpu", torch.bfloat16)
     check_pick(pick_amp_dtype, torch.device("cpu"), torch.bfloat16)
     check_pick(pick_amp_dtype, "cuda", torch.float16, bf16_supported=False)
     check_pick(pick_amp_dtype, torch.device("cuda"), torch.bfloat16, bf16_supported=True)
     check_pick(pick_amp_dtype, "cuda", torch.bfloat16, gpu="A100")
     check_pick(pick_amp_dtype, torch.device("cuda"), torch.float16, gpu="T4")
+    check_pick(pick_amp_dtype, "cuda:1", torch.bfloat16, gpu=("T4", "A100"))
 
 
 # ----------------------------------------------------------------------------------- amp_train_step
@@ -1071,7 +1106,8 @@ def _fate_grids(generator):
 
 def pick_amp_dtype_outcome(pick_amp_dtype, cases: list) -> list:
     """For each ``(device, bf16_supported, gpu)``: ``pick_amp_dtype(device, bf16_supported=...)`` on a
-    simulated ``gpu`` (a key of ``_GPUS`` or None), ``amp.autocast_supported`` off. Gives the dtype (or
+    simulated machine of ``gpu`` (a key of ``_GPUS``, a list of them by index, or None),
+    ``amp.autocast_supported`` off. Gives the dtype (or
     ``"raises <type>"``, or ``"returned <type>"``) and, when ``bf16_supported`` was given, whether the
     GPU was asked about bf16 all the same (else None)."""
     picked = []
@@ -1091,7 +1127,8 @@ def pick_amp_dtype_outcome(pick_amp_dtype, cases: list) -> list:
 def _devices_to_pick_for(generator):
     """Every kind of case, each device spelled a random way, shuffled into two calls: CPU, MPS, CUDA
     told True on a GPU that only emulates bf16 and told False on one with it native, CUDA asking a GPU
-    with native bf16 and one without, and a device type with no mixed precision."""
+    with native bf16 and one without, each GPU of a machine with one of each, and a device type with
+    no mixed precision."""
     def spelling(kind: str):
         index = _draw_int(generator, 0, 2)
         indexed = [f"cuda:{index}", torch.device("cuda", index)] * (kind == "cuda")
@@ -1099,10 +1136,13 @@ def _devices_to_pick_for(generator):
         return ways[_draw_int(generator, 0, len(ways))]
 
     old = ["T4", "V100"][_draw_int(generator, 0, 2)]
+    mixed = [old, "A100"][::[1, -1][_draw_int(generator, 0, 2)]]
     cases = [(spelling("cpu"), None, None), (spelling("mps"), None, None),
              (spelling("cuda"), True, old), (spelling("cuda"), False, "A100"),
              (spelling("cuda"), None, "A100"), (spelling("cuda"), None, old),
-             (["meta", "xla"][_draw_int(generator, 0, 2)], None, None)]
+             (["meta", "xla"][_draw_int(generator, 0, 2)], None, None),
+             *[([f"cuda:{index}", torch.device("cuda", index)][_draw_int(generator, 0, 2)], None, mixed)
+               for index in (0, 1)]]
     cases = [cases[i] for i in torch.randperm(len(cases), generator=generator).tolist()]
     return [(cases[:4],), (cases[4:],)]
 

@@ -427,7 +427,7 @@ def _check_kaiming(weight, label: str) -> None:
                        hint=hint)
     beyond = (weight.abs() > 2 * std).double().mean().item()
     checks.check_close(beyond, 0.0455, rtol=0.0, atol=0.01, hint=hint,
-                       name=checks.both(f"fracción de |{label}.weight| > 2·sqrt(2/fan_in) (normal: 4,55 %)",
+                       name=checks.both(f"fracción de |{label}.weight| > 2·sqrt(2/fan_in) (normal: 4.55 %)",
                                         f"fraction of |{label}.weight| > 2·sqrt(2/fan_in) (normal: 4.55 %)"))
 
 

@@ -8,12 +8,18 @@ and ``en``, and, if any, the ``code`` it is about and the ``probe`` (the express
 asks for). The right answers are not here (a student receives this package): they stay in the
 hidden test of the concept grade cell.
 
+A question may name ``symbols``: numbers its code uses and never sets (sizes ``n``, ``c``…, whole
+numbers from 2 up), so that the code pasted into a cell answers nothing. Its answer is then a formula
+in them, a string such as ``"n * c"`` (a shape: a tuple of such formulas and numbers; ``log``,
+``exp`` and ``sqrt`` allowed), compared by its values at a few drawn sizes.
+
 Whose draw is graded is :mod:`graders.lesson_checks.identity`'s decision.
 
 Scoring: a right answer earns one, a wrong one costs one, ``None`` (no answer) neither; the total
 never goes below zero. A constant or random answer earns nothing on average.
 """
 
+import ast
 import dataclasses
 import functools
 import hashlib
@@ -35,6 +41,8 @@ from graders.lesson_checks.identity import (
 
 QUESTIONS = Path(__file__).with_name("questions")
 KINDS = ("shape", "int", "float", "dtype", "choice")
+SIZE_DRAWS = 4
+DIVISIBLE = (2, 3, 4, 6, 8, 12, 16, 24, 36)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +55,15 @@ class Question:
     code: str = ""
     choices: tuple = ()
     probe: str = ""
+    symbols: tuple = ()
+
+    def sizes(self) -> list[dict]:
+        """The sizes a formula answer is compared at: distinct values for the symbols, drawn from 2 to
+        39, then from numbers with many divisors (a formula with ``//`` or ``%`` that is right only
+        when one size does not divide another is wrong at one of those)."""
+        generator = random.Random(self.id)
+        return [dict(zip(self.symbols, generator.sample(values, len(self.symbols)), strict=True))
+                for values in [range(2, 40)] * SIZE_DRAWS + [DIVISIBLE] * SIZE_DRAWS]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +77,7 @@ def pool(module: str) -> Pool:
     """The question pool of the lesson whose check module is ``module``."""
     data = tomllib.loads((QUESTIONS / f"{module.rpartition('.')[2]}.toml").read_text(encoding="utf-8"))
     questions = {qid: Question(qid, q["kind"], checks.both(q["es"], q["en"]), q.get("code", "").strip(),
-                               tuple(q.get("choices", ())), q.get("probe", ""))
+                               tuple(q.get("choices", ())), q.get("probe", ""), tuple(q.get("symbols", ())))
                  for qid, q in data["questions"].items()}
     return Pool(int(data["ask"]), questions)
 
@@ -82,6 +99,23 @@ FORMS = {
     "dtype": checks.both("un dtype, como torch.float32", "a dtype, like torch.float32"),
     "choice": checks.both("una de estas respuestas: {choices}", "one of these answers: {choices}"),
 }
+# The forms of a question with symbols: {symbols} are the numbers it leaves open, {first} one of them.
+FORMULA_FORMS = {
+    "shape": checks.both("una forma en función de {symbols} (enteros cualesquiera desde 2): una tupla "
+                         "de fórmulas y enteros, como ('{first} + 1', 3)",
+                         "a shape in terms of {symbols} (any whole numbers from 2 up): a tuple of "
+                         "formulas and ints, like ('{first} + 1', 3)"),
+    "int": checks.both("un entero en función de {symbols} (enteros cualesquiera desde 2): una fórmula, "
+                       "como '{first} + 1'",
+                       "an integer in terms of {symbols} (any whole numbers from 2 up): a formula, "
+                       "like '{first} + 1'"),
+    "float": checks.both("un número en función de {symbols} (enteros cualesquiera desde 2): una "
+                         "fórmula, como '{first} / 3' (con log, exp y sqrt si hacen falta)",
+                         "a number in terms of {symbols} (any whole numbers from 2 up): a formula, "
+                         "like '{first} / 3' (with log, exp and sqrt where needed)"),
+}
+OPEN_NUMBERS = checks.both(" ({symbols}: enteros cualesquiera desde 2)",
+                           " ({symbols}: any whole numbers from 2 up)")
 
 
 def _dtype(value):
@@ -90,9 +124,84 @@ def _dtype(value):
     return value if isinstance(value, torch.dtype) else None
 
 
+# What a formula may hold: numbers, the question's symbols, arithmetic and these functions.
+_FORMULA_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Add,
+                  ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd)
+FORMULA_FUNCTIONS = {"log": math.log, "exp": math.exp, "sqrt": math.sqrt}
+
+
+def _allowed(node, names) -> bool:
+    """Whether ``node`` may be part of a formula in ``names``: a bounded power only, since a
+    formula is arithmetic on sizes, not a computation."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id in FORMULA_FUNCTIONS \
+            and len(node.args) == 1 and not node.keywords
+    if isinstance(node, ast.Name):
+        return node.id in names or node.id in FORMULA_FUNCTIONS
+    if isinstance(node, ast.Constant):
+        return checks.plain_number(node.value) is not None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        exponent = node.right.operand if isinstance(node.right, ast.UnaryOp) else node.right
+        return isinstance(exponent, ast.Constant) and abs(checks.plain_number(exponent.value) or 9) <= 4
+    return isinstance(node, _FORMULA_NODES)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str, names: frozenset):
+    """The formula ``text`` in ``names``, compiled; None when it is not one."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+    if not all(_allowed(node, names) for node in ast.walk(tree)):
+        return None
+    return compile(tree, "<formula>", "eval")
+
+
+def _formula_value(text, sizes: dict):
+    """The value of the formula ``text`` (a string in the symbols, or a number) at ``sizes``; None
+    when it is not such a formula."""
+    if not isinstance(text, str):
+        return checks.plain_number(text)
+    code = _compiled(text, frozenset(sizes))
+    if code is None:
+        return None
+    # floats: too big a power overflows at once
+    names = {**FORMULA_FUNCTIONS, **{name: float(size) for name, size in sizes.items()}}
+    try:
+        value = eval(code, {"__builtins__": {}}, names)
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+    return checks.plain_number(value)
+
+
+def value_at(question: Question, value, sizes: dict):
+    """A formula answer (one, or a shape's tuple of them) as its value at ``sizes``, in the form its
+    kind compares (a tuple of ints, an int, a float); None when it is not one."""
+    shaped = question.kind == "shape"
+    if len(str(value)) > 500 or (shaped and not isinstance(value, (tuple, list, torch.Size))):
+        return None
+    at = [_formula_value(item, sizes) for item in value] if shaped else [_formula_value(value, sizes)]
+    if any(v is None for v in at):
+        return None
+    if question.kind == "float":
+        return at[0]
+    if not all(float(v).is_integer() for v in at):
+        return None
+    return tuple(int(v) for v in at) if shaped else int(at[0])
+
+
+def _at_sizes(question: Question, value):
+    values = [value_at(question, value, sizes) for sizes in question.sizes()]
+    return None if None in values else tuple(values)
+
+
 def as_answer(question: Question, value):
     """``value`` in the form its kind compares (a tuple, an int, a float, a dtype, a lower-case
-    choice), or None when it is not an answer of that kind."""
+    choice; a formula as its values at the question's sizes), or None when it is not an answer of
+    that kind."""
+    if question.symbols and question.kind in ("shape", "int", "float"):
+        return _at_sizes(question, value)
     if question.kind == "shape":
         ok = isinstance(value, (tuple, list, torch.Size)) and all(
             isinstance(d, int) and not isinstance(d, bool) for d in value)
@@ -116,7 +225,8 @@ def is_right(question: Question, value, truth) -> bool:
     if got is None or want is None:
         return False
     if question.kind == "float":
-        return math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-6)
+        pairs = zip(got, want, strict=True) if question.symbols else [(got, want)]
+        return all(math.isclose(g, w, rel_tol=1e-3, abs_tol=1e-6) for g, w in pairs)
     return got == want
 
 
@@ -188,7 +298,11 @@ def _words() -> dict:
 
 
 def _form(question: Question) -> str:
-    return say(FORMS[question.kind]).format(choices=", ".join(repr(c) for c in question.choices))
+    symbols = ", ".join(question.symbols)
+    if question.symbols and question.kind in FORMULA_FORMS:
+        return say(FORMULA_FORMS[question.kind]).format(symbols=symbols, first=question.symbols[0])
+    form = say(FORMS[question.kind]).format(choices=", ".join(repr(c) for c in question.choices))
+    return form + say(OPEN_NUMBERS).format(symbols=symbols) if question.symbols else form
 
 
 def show_questions(module: str, student_id) -> None:

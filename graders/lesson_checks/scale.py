@@ -869,7 +869,7 @@ def check_learns_on(run: PackageRun, hint=None) -> None:
         last = sum(report["losses"][-steps:]) / steps
         checks.check_true(last < 0.8 * first, name=run.command, hint=hint,
                           expected=checks.both(
-                              f"rank {report['rank']}: pérdida media de la última época < 0,8 × "
+                              f"rank {report['rank']}: pérdida media de la última época < 0.8 × "
                               f"la de la primera ({first:.3f})",
                               f"rank {report['rank']}: mean loss of the last epoch < 0.8 × that "
                               f"of the first ({first:.3f})"),
