@@ -513,15 +513,15 @@ class _SimulatedGpu:
 
     def describe(self) -> dict:
         """The machine, for a message: each GPU, its compute capability and its bf16."""
-        described = {"es": [], "en": []}
-        for index, (name, (major, minor)) in enumerate(self.gpus):
-            native = (major, minor) >= (8, 0)
-            described["es"].append(f"cuda:{index} = {name} (capacidad de cómputo {major}.{minor}: bf16 "
-                                   f"{'nativo' if native else 'solo emulado'})")
-            described["en"].append(f"cuda:{index} = {name} (compute capability {major}.{minor}: bf16 "
-                                   f"{'native' if native else 'only emulated'})")
-        return checks.both("en una máquina simulada con " + " y ".join(described["es"]),
-                           "on a simulated machine with " + " and ".join(described["en"]))
+        gpus = [(index, name, f"{major}.{minor}", (major, minor) >= (8, 0))
+                for index, (name, (major, minor)) in enumerate(self.gpus)]
+        return checks.both(
+            "en una máquina simulada con " + " y ".join(
+                f"cuda:{index} = {name} (capacidad de cómputo {capability}: bf16 "
+                f"{'nativo' if native else 'solo emulado'})" for index, name, capability, native in gpus),
+            "on a simulated machine with " + " and ".join(
+                f"cuda:{index} = {name} (compute capability {capability}: bf16 "
+                f"{'native' if native else 'only emulated'})" for index, name, capability, native in gpus))
 
 
 @checks.keeps_random_state
