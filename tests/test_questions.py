@@ -53,9 +53,7 @@ def test_a_probed_answer_is_what_the_code_computes(lesson):
     symbols), the code's probe has the hidden answer's value."""
     _, truths = hidden_answers(lesson)
     for qid, question in pool(_name(lesson)).questions.items():
-        for sizes in question.sizes() if question.symbols else [{}]:
-            if not question.probe:
-                continue
+        for sizes in (question.sizes() if question.symbols else [{}]) if question.probe else []:
             namespace = {"torch": torch, **sizes}
             with warnings.catch_warnings():  # a question may be about the warning a bug gives
                 warnings.simplefilter("ignore")
@@ -92,6 +90,8 @@ def test_a_formula_answer_is_right_in_any_equivalent_form_and_nothing_else_runs(
     integer = questions.Question("count", "int", {}, symbols=("n",))
     assert is_right(integer, "3 * n**2", "3*n*n") and not is_right(integer, 12, "3*n*n")
     assert questions.as_answer(integer, "n / 7") is None  # not an integer at every size
+    batches = questions.Question("batches", "int", {}, symbols=("n", "b"))
+    assert not is_right(batches, "n // b + 1", "(n + b - 1) // b")  # wrong where b divides n
     number = questions.Question("loss", "float", {}, symbols=("k",))
     assert is_right(number, "log(k)", "log(k)") and is_right(number, "1/k", "k**-1")
     for hostile in ["__import__('os').system('true')", "log.__class__", "(k**4)**4**4", "9**9**9**9",

@@ -42,7 +42,7 @@ from graders.lesson_checks.identity import (
 QUESTIONS = Path(__file__).with_name("questions")
 KINDS = ("shape", "int", "float", "dtype", "choice")
 SIZE_DRAWS = 4
-DIVISIBLE = (2, 3, 4, 6, 8, 12, 16, 24, 36)
+POWERS_OF_TWO = (2, 4, 8, 16, 32)  # as many as a question's symbols, at most
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,11 +59,15 @@ class Question:
 
     def sizes(self) -> list[dict]:
         """The sizes a formula answer is compared at: distinct values for the symbols, drawn from 2 to
-        39, then from numbers with many divisors (a formula with ``//`` or ``%`` that is right only
-        when one size does not divide another is wrong at one of those)."""
+        39, then powers of two rising and falling along the symbols, where each divides the next or
+        the one before (a formula with ``//`` or ``%`` that is right only when one size does not
+        divide another is wrong at one of those)."""
         generator = random.Random(self.id)
-        return [dict(zip(self.symbols, generator.sample(values, len(self.symbols)), strict=True))
-                for values in [range(2, 40)] * SIZE_DRAWS + [DIVISIBLE] * SIZE_DRAWS]
+        count = len(self.symbols)
+        drawn = [generator.sample(range(2, 40), count) for _ in range(SIZE_DRAWS)]
+        drawn += [sorted(generator.sample(POWERS_OF_TWO, count), reverse=falling)
+                  for falling in (False, True) * (SIZE_DRAWS // 2)]
+        return [dict(zip(self.symbols, values, strict=True)) for values in drawn]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +204,7 @@ def as_answer(question: Question, value):
     """``value`` in the form its kind compares (a tuple, an int, a float, a dtype, a lower-case
     choice; a formula as its values at the question's sizes), or None when it is not an answer of
     that kind."""
-    if question.symbols and question.kind in ("shape", "int", "float"):
+    if question.symbols and question.kind in FORMULA_FORMS:
         return _at_sizes(question, value)
     if question.kind == "shape":
         ok = isinstance(value, (tuple, list, torch.Size)) and all(
