@@ -97,6 +97,6 @@ def test_the_cells_after_an_oversized_message_keep_their_outputs_and_errors():
                              new_code_cell("assert 1 == 2, 'a failed check'")])
     nb, _ = ResilientExecute(timeout=20).preprocess(nb, {"metadata": {"path": "."}})
     flood, after, check = (cell.outputs for cell in nb.cells)
-    assert [o["text"] for o in flood] == [resilient_execute._CUT_SHORT]
+    assert [o["text"] for o in flood] == [resilient_execute.CUT_SHORT]
     assert [o["text"] for o in after] == ["after\n"]
     assert [(o["ename"], o["evalue"]) for o in check] == [("AssertionError", "a failed check")]

@@ -41,7 +41,7 @@ JUDGE_CALL_S = 5
 
 INCIDENT = "CourseGraderIncident"
 # What a cell shows when its output stopped arriving: too big a message, or still streaming.
-_CUT_SHORT = "\n[output cut: it stopped arriving]\n"
+CUT_SHORT = "\n[output cut: it stopped arriving]\n"
 
 
 class KernelStuck(RuntimeError):
@@ -168,7 +168,7 @@ class ResilientExecute(Execute):
         result = super().preprocess_cell(cell, resources, index)
         if self._iopub_gave_up:
             run_sync(self._async_reopen_iopub)()
-            cell.outputs.append(new_output("stream", name="stdout", text=_CUT_SHORT))
+            cell.outputs.append(new_output("stream", name="stdout", text=CUT_SHORT))
         if index == len(self.nb.cells) - 1 and self.judge_file:
             self._running = None  # what the probe meets is the judge's to report, not a cell's incident
             Path(self.judge_file).write_text(json.dumps(run_sync(self._async_probe)()))

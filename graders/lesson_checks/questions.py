@@ -228,9 +228,21 @@ def is_right(question: Question, value, truth) -> bool:
     got, want = as_answer(question, value), as_answer(question, truth)
     if got is None or want is None:
         return False
-    if question.kind == "float":
-        pairs = zip(got, want, strict=True) if question.symbols else [(got, want)]
-        return all(math.isclose(g, w, rel_tol=1e-3, abs_tol=1e-6) for g, w in pairs)
+    if question.symbols and question.kind in FORMULA_FORMS:  # a formula: its values at each size
+        return all(_agree(question.kind, g, w) for g, w in zip(got, want, strict=True))
+    return _agree(question.kind, got, want)
+
+
+def is_right_at(question: Question, value, truth, sizes: dict) -> bool:
+    """Whether ``value`` (a formula, or what the question's code computed) has the value of the
+    formula ``truth`` at ``sizes``."""
+    got, want = value_at(question, value, sizes), value_at(question, truth, sizes)
+    return got is not None and want is not None and _agree(question.kind, got, want)
+
+
+def _agree(kind: str, got, want) -> bool:
+    if kind == "float":
+        return math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-6)
     return got == want
 
 
