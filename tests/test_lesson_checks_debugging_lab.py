@@ -718,6 +718,15 @@ def test_the_reference_labels_fifty_seeds_runs_right():
     assert wrong == []
 
 
+def test_a_borderline_draw_is_drawn_again_so_the_kinds_stay_apart():
+    with checks.one_thread(), checks.seeded(459):  # a healthy draw whose first layer gets 8 % of the largest
+        drawn = lesson._training_run("healthy", 459, lesson.RUN_STEPS)
+    first = drawn["grad_norm"][0]
+    assert first[0] < lesson.HEALTHY_FIRST_LAYER * max(first)
+    run = lesson.training_run("healthy", 459)
+    assert run != drawn and run["grad_norm"][0][0] > lesson.HEALTHY_FIRST_LAYER * max(run["grad_norm"][0])
+
+
 def test_a_run_is_plain_data_cut_before_its_first_non_finite_step():
     for kind in lesson.KINDS:
         run = lesson.training_run(kind, 7)
