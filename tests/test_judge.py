@@ -304,6 +304,25 @@ def test_coverage_names_the_cells_resting_on_the_kernels_word():
     assert calls.coverage(LESSON) == (11.0, 11.0, [])
 
 
+def test_the_clock_waits_for_a_first_import_but_not_for_a_loop_inside_one(tmp_path, monkeypatch):
+    (tmp_path / "slow_first_import.py").write_text("import time\ntime.sleep(0.5)\nVALUE = 3\n")
+    (tmp_path / "import_that_loops.py").write_text("while True:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def uses_a_slow_module(x):
+        import slow_first_import
+        return slow_first_import.VALUE * x
+
+    def loops_in_an_import(x):
+        import import_that_loops  # noqa: F401
+
+    asked = [{"cell": "slow", "function": "uses_a_slow_module", "args": [[wire.encode(2)]]},
+             {"cell": "loop", "function": "loops_in_an_import", "args": [[wire.encode(2)]]}]
+    namespace = {"uses_a_slow_module": uses_a_slow_module, "loops_in_an_import": loops_in_an_import}
+    exec(wire.probe([], asked, seconds=0.2), namespace)
+    assert wire.decode_reply(namespace[wire.RESULT])[1] == {"slow": [6], "loop": [Refused("raised TimeoutError")]}
+
+
 def test_a_call_that_never_returns_is_stopped_and_costs_only_its_own_result():
     def forever(x):
         while True:

@@ -89,13 +89,22 @@ def __course_judge_call__(function, args, outcome=None):
     import importlib
     import signal
 
+    # The clock waits while a module is being imported, twice at most: a process's first optimizer
+    # imports torch._dynamo, seconds on a busy machine, and a first import is not the answer's.
+    grace = [2]
+
     def out_of_time(signum, frame):
+        while frame is not None and not frame.f_code.co_filename.startswith("<frozen importlib"):
+            frame = frame.f_back
+        if frame is not None and grace[0]:
+            grace[0] -= 1
+            signal.setitimer(signal.ITIMER_REAL, {seconds})
+            return
         raise TimeoutError("the judge's time for one call ran out")
 
     try:
         answer, args = globals()[function], list(map(__course_judge_decode__, args))
-        if outcome:  # imported before the clock starts: the seconds of a first import are not the answer's
-            importlib.import_module("torch._dynamo")  # what a process's first optimizer imports
+        if outcome:
             module, name = outcome.split(":")
             answer, args = getattr(importlib.import_module(module), name), [answer, *args]
     except BaseException as error:
