@@ -320,7 +320,8 @@ def test_the_clock_waits_for_a_first_import_but_not_for_a_loop_inside_one(tmp_pa
              {"cell": "loop", "function": "loops_in_an_import", "args": [[wire.encode(2)]]}]
     namespace = {"uses_a_slow_module": uses_a_slow_module, "loops_in_an_import": loops_in_an_import}
     exec(wire.probe([], asked, seconds=0.2), namespace)
-    assert wire.decode_reply(namespace[wire.RESULT])[1] == {"slow": [6], "loop": [Refused("raised TimeoutError")]}
+    returned = wire.decode_reply(namespace[wire.RESULT])[1]
+    assert returned == {"slow": [6], "loop": [Refused("raised TimeoutError")]}
 
 
 def test_a_call_that_never_returns_is_stopped_and_costs_only_its_own_result():
