@@ -8,6 +8,11 @@
 - Read against its solution, no hint quotes one of the solution's calls or names three of them in
   the order the solution makes them, and a first hint says where the lesson teaches the idea.
 - Every concept check scores each question (partial credit).
+- Copy-work stays rare: few solution cells have a quarter or more of their answer lines printed
+  elsewhere in their edition (the idioms every training loop has aside), and the cells that do are
+  named in COPIED_FROM_THE_LESSON, the debugging lab's repairs of a script it shows.
+- Every library call a check switches off while the answer runs is named in the exercise's text,
+  in both editions: a student learns it from the task, not from a failure.
 """
 
 import ast
@@ -27,6 +32,14 @@ from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 
 SHORTEST_ANSWER_LINE = 12
 LONGEST_VISIBLE_GRADE_CELL = 15
+# Repairs of a function the lab shows broken: the answer is the shown function with its bug fixed.
+COPIED_FROM_THE_LESSON = {f"05_debugging_lab {exercise}" for exercise in (
+    "train_epoch_fixed", "clipped_train_step", "save_and_reload", "classifier", "train_step_final",
+    "first_bad_step", "predict", "fit_regressor_fixed", "train_and_evaluate_fixed")}
+# Lines every training loop writes: shown everywhere, they give no exercise away (squeezed).
+IDIOMS = {"optimizer.zero_grad()", "loss.backward()", "optimizer.step()", "model.train()", "model.eval()",
+          "withtorch.no_grad():", "x,y=x.to(device),y.to(device)", "returnloss.item()",
+          "loss=loss_fn(model(x),y)", "loss=F.cross_entropy(model(x),y)"}
 
 
 def _without_comment(line: str) -> str:
@@ -119,6 +132,36 @@ def hints_with_solutions(lesson: str):
                 yield kind, hint_id, language, texts[language], solutions[exercise]
 
 
+def library_calls(targets) -> set[str]:
+    """The names of the library calls among ``targets`` (``(owner, attribute)`` pairs switched off) as
+    a student writes them: a method, a function, or for a class's special methods the class itself.
+    Internals (one leading underscore) and the course's own helpers are not the student's to avoid."""
+    names = set()
+    for owner, attribute in targets:
+        home = owner.__name__ if inspect.ismodule(owner) else getattr(owner, "__module__", "")
+        if home.split(".")[0] not in ("torch", "torchvision") or (
+                attribute.startswith("_") and not attribute.startswith("__")):
+            continue
+        special = attribute.startswith("__") or attribute in ("forward", "__call__")
+        names.add(owner.__name__ if special else attribute)
+    return names
+
+
+def exercise_text(nb, grade_cell_index: int, language: str) -> str:
+    """The text of the exercise a grade cell belongs to, in ``language``: from the exercise's heading
+    (the last one before the cell) to the cell."""
+    heading = re.compile(r"^#+ (Exercise|Ejercicio)\b.*", re.MULTILINE)
+    parts = []
+    for cell in reversed(nb.cells[:grade_cell_index]):
+        if cell.cell_type != "markdown":
+            continue
+        found = list(heading.finditer(cell.source))
+        parts.append(cell.source[found[-1].start():] if found else cell.source)
+        if found:
+            return "\n".join(reversed(parts))
+    return ""
+
+
 WHERE = {"es": r"\b(secci[oó]n|ejercicio|celda)", "en": r"\b(section|exercise|cell)"}
 
 
@@ -136,6 +179,26 @@ def test_no_answer_line_is_readable_by_a_student(lesson):
     leaks = [f"{exercise}: {line!r} in {place}" for exercise, source in exercises(lesson).items()
              for line in answer_lines(source) for place, text in places.items() if line in text]
     assert not leaks, "\n".join(leaks)
+
+
+def shown_elsewhere(lesson: str, language: str) -> dict[str, float]:
+    """Exercise id → the share of its answer lines (idioms aside) that a cell of the student edition
+    other than the answer cells prints, for the exercises with such lines."""
+    edition = read_edition(lesson, language)
+    shown = "\n".join(squeeze(cell.source) for cell in edition.cells if not is_solution_cell(cell))
+    shares = {}
+    for exercise, source in exercises(lesson).items():
+        lines = [line for line in answer_lines(source) if line not in IDIOMS]
+        if lines and (share := sum(line in shown for line in lines) / len(lines)):
+            shares[exercise] = share
+    return shares
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_few_exercises_can_be_answered_from_lines_the_lesson_prints(language):
+    copied = {f"{lesson} {exercise}": f"{share:.0%}" for lesson in LESSONS
+              for exercise, share in shown_elsewhere(lesson, language).items() if share >= 0.25}
+    assert set(copied) <= COPIED_FROM_THE_LESSON, copied
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -210,6 +273,26 @@ def test_concept_checks_give_partial_credit(lesson):
     hidden = cell.source.split("### BEGIN HIDDEN TESTS")[-1]
     last_line = hidden.split("### END HIDDEN TESTS")[0].strip().splitlines()[-1]
     assert last_line.startswith("lesson.grade_concepts("), last_line
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_task_names_every_library_call_its_checks_switch_off(lesson):
+    shortcuts = getattr(module_for(lesson), "SHORTCUTS", {})
+    unnamed = []
+    for language in LANGUAGES:
+        nb = read_edition(lesson, language)
+        for check, targets in shortcuts.items():
+            at = next((i for i, cell in enumerate(nb.cells) if is_grade_cell(cell)
+                       and re.search(rf"\b{check}\(", cell.source)), None)
+            if at is None:
+                continue  # a check that runs inside another check: named where that one is
+            text = exercise_text(nb, at, language)
+            missing = sorted(name for name in library_calls(targets)
+                             if not re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE))
+            if missing:
+                unnamed.append(f"{language}: {grade_id(nb.cells[at])} ({check}) switches off {missing}, "
+                               "which the exercise's text does not name")
+    assert not unnamed, "\n".join(unnamed)
 
 
 def test_the_leak_measure_finds_an_answer_line_and_ignores_short_lines_and_comments():

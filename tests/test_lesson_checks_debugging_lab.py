@@ -198,6 +198,13 @@ CHECK_CALLS = {
     "check_lr_range_test_steps": lesson.check_lr_range_test_steps,
     "check_lr_range_test_restores": lesson.check_lr_range_test_restores,
     "check_concepts": lesson.check_concepts,
+    "check_fit_regressor_one_batch": lesson.check_fit_regressor_one_batch,
+    "check_fit_regressor_one_epoch": lesson.check_fit_regressor_one_epoch,
+    "check_fit_regressor_epochs": lesson.check_fit_regressor_epochs,
+    "check_train_and_evaluate_one_step": lesson.check_train_and_evaluate_one_step,
+    "check_train_and_evaluate_epochs": lesson.check_train_and_evaluate_epochs,
+    "check_train_and_evaluate_returned": lesson.check_train_and_evaluate_returned,
+    "check_fault_names": lambda answer: lesson.check_fault_names(answer, "FAULTS_FIT_REGRESSOR"),
 }
 
 
@@ -869,6 +876,183 @@ def _reference_answer(function):
     return calls.reference_answer(read_solution(LESSON), call)
 
 
+# ------------------------------------------------------- section 16: scripts with unnamed faults
+# Each script written as a student might, with any of its three faults repaired (``fixed`` names them).
+def fit_regressor_with(*fixed):
+    def fit_regressor(model, batches, epochs, lr):
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+        history = []
+        for _ in range(epochs):
+            total = 0.0
+            for x, y in batches:
+                if "cleared" in fixed:
+                    optimizer.zero_grad()
+                prediction = model(x)
+                loss = nn.MSELoss()(prediction[:, 0] if "shapes" in fixed else prediction, y)
+                loss.backward()
+                optimizer.step()
+                if "per epoch" not in fixed:
+                    scheduler.step()
+                total += loss.item()
+            if "per epoch" in fixed:
+                scheduler.step()
+            history.append(total / len(batches))
+        return history
+    return fit_regressor
+
+
+def train_and_evaluate_with(*fixed):
+    def train_and_evaluate(model, train_batches, test_batches, epochs, lr):
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        model.train()
+        for _ in range(epochs):
+            if "modes" in fixed:
+                model.train()
+            for x, y in train_batches:
+                optimizer.zero_grad()
+                logits = model(x)
+                loss = F.cross_entropy(logits if "logits" in fixed else logits.softmax(dim=1), y)
+                loss.backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                hits = [(model(x).argmax(dim=1) == y).float() for x, y in test_batches]
+            accuracy = (torch.cat(hits).mean().item() if "examples" in fixed
+                        else sum(hit.mean().item() for hit in hits) / len(hits))
+        return accuracy
+    return train_and_evaluate
+
+
+def fit_regressor_other_way(model, batches, epochs, lr):
+    """Another honest repair: the rate set by hand each epoch, the gradients set to None, targets reshaped."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    history = []
+    for epoch in range(epochs):
+        for group in optimizer.param_groups:
+            group["lr"] = lr * 0.5 ** epoch
+        losses = []
+        for x, y in batches:
+            for param in model.parameters():
+                param.grad = None
+            loss = F.mse_loss(model(x), y.reshape(-1, 1))
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        history.append(sum(losses) / len(losses))
+    return history
+
+
+def train_and_evaluate_other_way(model, train_batches, test_batches, epochs, lr):
+    """Another honest repair: nn.CrossEntropyLoss, the evaluation on a copy, the accuracy counted."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    for _ in range(epochs):
+        for x, y in train_batches:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        judge = copy.deepcopy(model).eval()
+        with torch.inference_mode():
+            right = sum(int((judge(x).argmax(dim=1) == y).sum()) for x, y in test_batches)
+        accuracy = right / sum(len(y) for _, y in test_batches)
+    return accuracy
+
+
+SCRIPT_CHECKS = {
+    "fit_regressor": (fit_regressor_with, fit_regressor_other_way, {
+        "cleared": lesson.check_fit_regressor_one_epoch, "shapes": lesson.check_fit_regressor_one_batch,
+        "per epoch": lesson.check_fit_regressor_epochs}),
+    "train_and_evaluate": (train_and_evaluate_with, train_and_evaluate_other_way, {
+        "logits": lesson.check_train_and_evaluate_one_step, "modes": lesson.check_train_and_evaluate_epochs,
+        "examples": lesson.check_train_and_evaluate_returned}),
+}
+
+
+def _earned(script, answer) -> set:
+    """The repairs whose cells ``answer`` earns, visible and hidden checks alike."""
+    earned = set()
+    for fix, check in SCRIPT_CHECKS[script][2].items():
+        try:
+            check(answer)
+            check(answer, seed=1611)
+        except CheckFailed:
+            continue
+        earned.add(fix)
+    return earned
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPT_CHECKS))
+def test_each_repair_earns_its_own_cell_and_no_other(script):
+    write, other_way, cells = SCRIPT_CHECKS[script]
+    assert _earned(script, _reference_answer(f"{script}_fixed")) == set(cells)
+    assert _earned(script, other_way) == set(cells)
+    assert _earned(script, write()) == set()
+    for fix in cells:
+        assert _earned(script, write(fix)) == {fix}, fix
+    for check in cells.values():
+        failure(check, lambda *args: None, says=["expected", "got", "section 0"])
+
+
+def test_the_scripts_checks_say_what_they_measured():
+    failure(lesson.check_fit_regressor_one_epoch, fit_regressor_with("shapes", "per epoch"),
+            says=["model.weight after fit_regressor_fixed(", "SGD steps worked out by hand",
+                  "hint('fit_regressor_fixed')"])
+    failure(lesson.check_train_and_evaluate_epochs, train_and_evaluate_with("logits", "examples"),
+            says=["Dropout).training", "all with training=True", "hint('train_and_evaluate_fixed')"])
+    failure(lesson.check_train_and_evaluate_returned, train_and_evaluate_with("logits", "modes"),
+            says=["the trained model's accuracy over 1 + "])
+
+
+FAULTS = {"fit_regressor": {"gradients_never_cleared", "scheduler_stepped_per_batch",
+                            "target_shape_broadcast"},
+          "train_and_evaluate": {"accuracy_averaged_over_batches", "eval_mode_never_undone",
+                                 "softmax_before_cross_entropy"}}
+
+
+def _naming_points(script, value) -> int:
+    name = f"FAULTS_{script.upper()}"
+    points = 0
+    for fault in sorted(FAULTS[script]):
+        try:
+            lesson.check_fault_names(value, name)
+            lesson.grade_fault_named(value, FAULTS[script], fault, name)
+        except CheckFailed:
+            continue
+        points += 1
+    return points
+
+
+@pytest.mark.parametrize("script", sorted(FAULTS))
+def test_naming_earns_a_point_per_fault_and_nothing_with_a_wrong_name(script):
+    right = FAULTS[script]
+    other = sorted(set(lesson.FAULT_KINDS) - right)
+    assert _naming_points(script, set(right)) == 3
+    assert _naming_points(script, sorted(right)) == 3
+    assert _naming_points(script, right | {other[0]}) == 0
+    assert _naming_points(script, set(sorted(right)[:2])) == 2
+    assert _naming_points(script, set(lesson.FAULT_KINDS)) == 0
+    assert _naming_points(script, set()) == 0
+    assert FAULTS["fit_regressor"] & FAULTS["train_and_evaluate"] == set()
+    name = f"FAULTS_{script.upper()}"
+    message = failure(lesson.grade_fault_named, right | {other[0]}, right, sorted(right)[0], name,
+                      says=["1 of the names are not faults of this script"])
+    assert not any(key in message for key in lesson.FAULT_KINDS), message
+    message = failure(lesson.grade_fault_named, set(sorted(right)[1:]), right, sorted(right)[0], name,
+                      says=["a fault of the script is not named"])
+    assert not any(key in message for key in lesson.FAULT_KINDS), message
+    failure(lesson.check_fault_names, right | {"gradient_not_cleared"}, name,
+            says=["not in the menu", "'gradient_not_cleared'", *map(repr, lesson.FAULT_KINDS)])
+    failure(lesson.check_fault_names, "gradients_never_cleared", name,
+            says=["the type is not the expected one"])
+
+
+def test_the_menu_holds_both_scripts_faults_and_others_in_both_languages():
+    assert set().union(*FAULTS.values()) < set(lesson.FAULT_KINDS)
+    assert len(lesson.FAULT_KINDS) >= 12
+    assert all(text["es"].strip() and text["en"].strip() for text in lesson.FAULT_KINDS.values())
+
+
 # ------------------------------------------------------------------------- the judge's outcomes
 # What the judge compares (graders/judge/calls.py): the reference's answers in a namespace, some of
 # them replaced, probed as a grading kernel is, the results decoded from the wire and scored.
@@ -952,7 +1136,10 @@ RIGHT_ANSWERS = {
         "first_bad_step": good_first_bad_step, "BinaryClassifier": GoodBinaryClassifier,
         "overfit_one_batch": overfit_with_momentum, "lr_range_test": range_on_copies,
         "train_step_final": good_final, "layer_statistics": statistics_by_hand,
-        "diagnose_run": other_diagnosis},
+        "diagnose_run": other_diagnosis, "fit_regressor_fixed": fit_regressor_other_way,
+        "train_and_evaluate_fixed": train_and_evaluate_other_way,
+        "FAULTS_FIT_REGRESSOR": sorted(FAULTS["fit_regressor"]),
+        "FAULTS_TRAIN_AND_EVALUATE": tuple(FAULTS["train_and_evaluate"])},
     "others still": {
         "predict": predict_on_a_copy,
         "Classifier": ReorderedClassifier, "evaluate_fixed": on_a_copy,
@@ -1125,6 +1312,15 @@ def graph_while_evaluating(model, batch, optimizer):
     return loss, accuracy
 
 
+SCRIPT_CELLS_BY_FAULT = {
+    "fit_regressor": ["test_fit_regressor_one_epoch", "test_fit_regressor_one_batch",
+                      "test_fit_regressor_epochs"],
+    "train_and_evaluate": ["test_train_and_evaluate_one_step", "test_train_and_evaluate_epochs",
+                           "test_train_and_evaluate_returned"]}
+SCRIPT_CELLS = {script: set(cells) for script, cells in SCRIPT_CELLS_BY_FAULT.items()}
+NAMING_CELLS = {script: {f"test_{script}_named_{index}" for index in (1, 2, 3)} for script in FAULTS}
+
+
 # Each wrong behaviour, the answers it replaces, and the judged cells it loses (and no others).
 WRONG_BEHAVIOURS = {
     "gradients never cleared": ({"train_step_fixed": no_clearing}, {"test_train_step_fixed"}),
@@ -1198,6 +1394,43 @@ WRONG_BEHAVIOURS = {
 def test_a_wrong_behaviour_loses_its_judged_cells_only(behaviour):
     answers, cells = WRONG_BEHAVIOURS[behaviour]
     assert _lost(**answers) == cells
+
+
+def _scripts_and_names(fixed: int | None, names: dict) -> dict:
+    """Both scripts, as given (``fixed`` None) or with their ``fixed``-th fault alone repaired, and
+    ``names`` for their FAULTS_... values."""
+    return {**{f"{script}_fixed": write(*([] if fixed is None else [list(cells)[fixed]]))
+               for script, (write, _, cells) in SCRIPT_CHECKS.items()},
+            **{f"FAULTS_{script.upper()}": value for script, value in names.items()}}
+
+
+# Section 16's wrong behaviours, both scripts at once (each _lost runs every judged call): the scripts
+# as given, or with one fault alone repaired, and the faults named with a wrong name, every key, all
+# but the first, a name off the menu.
+SCRIPT_BEHAVIOURS = {
+    "as given, a wrong name": (None, {script: FAULTS[script] | {"labels_as_floats"} for script in FAULTS},
+                               set().union(*SCRIPT_CELLS.values(), *NAMING_CELLS.values())),
+    "the first fault repaired, all names but the first": (
+        0, {script: set(sorted(FAULTS[script])[1:]) for script in FAULTS},
+        {"test_fit_regressor_one_batch", "test_fit_regressor_epochs", "test_train_and_evaluate_epochs",
+         "test_train_and_evaluate_returned", "test_fit_regressor_named_1",
+         "test_train_and_evaluate_named_1"}),
+    "the second fault repaired, every key": (
+        1, {script: set(lesson.FAULT_KINDS) for script in FAULTS},
+        {"test_fit_regressor_one_epoch", "test_fit_regressor_epochs", "test_train_and_evaluate_one_step",
+         "test_train_and_evaluate_returned", *NAMING_CELLS["fit_regressor"],
+         *NAMING_CELLS["train_and_evaluate"]}),
+    "the third fault repaired, a name off the menu": (
+        2, {"fit_regressor": ["gradients_never_cleared", 3]},
+        {"test_fit_regressor_one_epoch", "test_fit_regressor_one_batch", "test_train_and_evaluate_one_step",
+         "test_train_and_evaluate_epochs", *NAMING_CELLS["fit_regressor"]}),
+}
+
+
+@pytest.mark.parametrize("behaviour", sorted(SCRIPT_BEHAVIOURS))
+def test_a_script_repaired_in_part_or_misnamed_loses_its_judged_cells_only(behaviour):
+    fixed, names, cells = SCRIPT_BEHAVIOURS[behaviour]
+    assert _lost(**_scripts_and_names(fixed, names)) == cells
 
 
 def test_the_update_cells_inputs_need_clipping_and_the_order_cells_do_not():

@@ -467,6 +467,41 @@ def lr_range_test(model, optimizer, batches, loss_fn, lrs):
         optimizer.step()
     return losses
 ''',
+        # two of the three faults repaired; the scheduler still steps after every batch
+        "fit_regressor_fixed": '''
+def fit_regressor_fixed(model, batches, epochs, lr):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    history = []
+    for epoch in range(epochs):
+        total = 0.0
+        for x, y in batches:
+            optimizer.zero_grad()
+            loss = nn.MSELoss()(model(x).view(-1), y)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            total += loss.item()
+        history.append(total / len(batches))
+    return history
+''',
+        # logits to the loss and training mode every epoch, but the accuracy still averages the batches'
+        "train_and_evaluate_fixed": '''
+def train_and_evaluate_fixed(model, train_batches, test_batches, epochs, lr):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_batches:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            accuracies = [(model(x).argmax(dim=1) == y).float().mean().item() for x, y in test_batches]
+        accuracy = sum(accuracies) / len(accuracies)
+    return accuracy
+''',
     },
     "06_mixed_precision": {
         # compares device with the text "cuda": never waits for "cuda:0" or a torch.device

@@ -40,6 +40,10 @@ __all__ = ["HINTS", "MORE_HINTS", "check_binary_classifier_learns", "check_binar
            "check_layer_statistics_forward", "check_layer_statistics_update", "check_logits_on_model_device",
            "check_lr_range_test_restores", "check_lr_range_test_steps", "check_overfit_one_batch_fits",
            "check_overfit_one_batch_losses",
+           "check_fault_names", "check_fit_regressor_epochs", "check_fit_regressor_one_batch",
+           "check_fit_regressor_one_epoch", "check_train_and_evaluate_epochs",
+           "check_train_and_evaluate_one_step", "check_train_and_evaluate_returned", "grade_fault_named",
+           "show_fault_kinds",
            "check_predict", "check_predict_proba", "check_predict_restores_mode", "check_regression_loss",
            "check_regression_loss_by_hand", "check_residual_by_hand", "check_save_and_reload",
            "check_train_epoch", "check_train_step", "classification_batch", "epoch_as_step",
@@ -2091,6 +2095,440 @@ def lr_range_test_restores_outcome(lr_range_test, seed, n_in, width, n_classes, 
             "steps": len(log)}
 
 
+# ---- section 16: scripts with unnamed faults
+# Each repair is graded one fault at a time: every check picks inputs under which the script's other
+# two faults change nothing (batches of one example, where (N, 1) and (N,) agree; a single step, where
+# nothing is left to clear and the rate has not moved yet; a model without dropout), and compares the
+# weights the call leaves with SGD worked out by hand on a linear model, or the returned accuracy with
+# the one the check measures. The faults a student names are checked against the truth kept in the
+# hidden tests (and by the judge, against the reference's set); the menu lists more kinds than faults.
+SHORTCUTS.update(dict.fromkeys(["check_fit_regressor_one_batch", "check_fit_regressor_one_epoch",
+                                "check_fit_regressor_epochs", "check_train_and_evaluate_one_step",
+                                "check_train_and_evaluate_epochs", "check_train_and_evaluate_returned"],
+                               _COURSE_LOOPS))
+SCRIPT_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
+HALVING = 0.5   # fit_regressor's rate is halved after every epoch
+
+FAULT_KINDS = {
+    "gradients_never_cleared": checks.both(
+        "los gradientes de los pasos anteriores se suman a los del paso actual",
+        "the gradients of earlier steps add to those of the current step"),
+    "step_before_backward": checks.both(
+        "el optimizador da el paso antes de la pasada hacia atrás",
+        "the optimizer steps before the backward pass"),
+    "target_shape_broadcast": checks.both(
+        "la predicción (N, 1) y el objetivo (N,) se comparan con broadcasting: "
+        "cada predicción con cada objetivo",
+        "the (N, 1) prediction and the (N,) target are broadcast: every prediction against every target"),
+    "loss_tensor_accumulated": checks.both(
+        "la pérdida se suma como tensor y no como número: sus grafos siguen vivos",
+        "the loss is summed as a tensor, not as a number: its graphs stay alive"),
+    "scheduler_stepped_per_batch": checks.both(
+        "el programador de la tasa de aprendizaje avanza en cada lote y no en cada época",
+        "the learning-rate scheduler moves on at every batch instead of every epoch"),
+    "softmax_before_cross_entropy": checks.both(
+        "la entropía cruzada recibe probabilidades donde espera logits",
+        "cross-entropy is given probabilities where it expects logits"),
+    "eval_mode_never_undone": checks.both(
+        "tras una evaluación, el modelo sigue en modo evaluación durante el entrenamiento que viene",
+        "after an evaluation, the model stays in evaluation mode for the training that follows"),
+    "accuracy_averaged_over_batches": checks.both(
+        "la exactitud es la media de las exactitudes de los lotes, no la proporción de ejemplos acertados",
+        "the accuracy is the mean of the batches' accuracies, not the share of right examples"),
+    "optimizer_on_another_model": checks.both(
+        "el optimizador actualiza los parámetros de otro modelo, no los del que se entrena",
+        "the optimizer updates the parameters of another model, not those of the one trained"),
+    "labels_as_floats": checks.both(
+        "las etiquetas de clase llegan a la entropía cruzada como float (se leen como probabilidades)",
+        "class labels reach cross-entropy as floats (read as probabilities)"),
+    "evaluation_builds_a_graph": checks.both(
+        "la evaluación construye un grafo que nadie usa (sin torch.no_grad())",
+        "the evaluation builds a graph nobody uses (no torch.no_grad())"),
+    "batch_on_another_device": checks.both(
+        "el lote y el modelo están en dispositivos distintos",
+        "the batch and the model are on different devices"),
+}
+
+
+def show_fault_kinds() -> None:
+    """Print the menu of fault kinds that FAULTS_... sets take their names from."""
+    for key, text in FAULT_KINDS.items():
+        print(f"{key!r:34} {checks.say(text)}")
+
+
+# ------------------------------------------------------------- fit_regressor: SGD on a line, by hand
+def _line_case(seed, n_in, n_batches, n, epochs, lr):
+    """A fresh ``nn.Linear(n_in, 1)`` and ``n_batches`` batches of ``n`` examples, targets ``(n,)``."""
+    generator = checks.seeded_generator(seed)
+    batches = [(torch.randn(n, n_in, generator=generator), torch.randn(n, generator=generator))
+               for _ in range(n_batches)]
+    with checks.seeded(seed):
+        model = nn.Linear(n_in, 1)
+    return model, batches
+
+
+def _sgd_by_hand(weight, bias, batches, epochs, lr, *, cleared: bool, per_batch: bool):
+    """Plain SGD on the mean squared error of ``x @ weight.T + bias`` against the targets, worked out by
+    hand in float64: the gradients cleared before each step or not, the rate halved after every batch
+    or every epoch. Returns the weight, the bias and the mean loss of each epoch."""
+    w, b = weight.detach().double().clone(), bias.detach().double().clone()
+    grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)
+    rate, means = lr, []
+    for _ in range(epochs):
+        losses = []
+        for inputs, targets in batches:
+            residual = inputs.double() @ w[0] + b[0] - targets.double()
+            losses.append(residual.pow(2).mean().item())
+            if cleared:
+                grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)
+            grad_w = grad_w + 2 / len(targets) * (residual @ inputs.double())[None, :]
+            grad_b = grad_b + 2 / len(targets) * residual.sum()[None]
+            w, b = w - rate * grad_w, b - rate * grad_b
+            rate = rate * HALVING if per_batch else rate
+        rate = rate if per_batch else rate * HALVING
+        means.append(sum(losses) / len(losses))
+    return w.float(), b.float(), means
+
+
+def _close(got, want) -> bool:
+    try:
+        torch.testing.assert_close(got.detach().float(), want, **SCRIPT_TOLERANCE)
+    except (AssertionError, RuntimeError, TypeError):
+        return False
+    return True
+
+
+def _run_fit_regressor(answer, case, *, check=None, name=None, hint=None):
+    """``answer`` on the case's fresh line model and batches: the model after, and what it returned."""
+    seed, n_in, n_batches, n, epochs, lr = case
+    model, batches = _line_case(*case)
+    start = (model.weight.detach().clone(), model.bias.detach().clone())
+    if check is None:
+        with checks.seeded(seed):
+            returned = answer(model, batches, epochs, lr)
+    else:
+        returned = _run(check, answer, model, batches, epochs, lr, name=name, hint=hint)
+    matches = {(cleared, per_batch): _sgd_by_hand(*start, batches, epochs, lr, cleared=cleared,
+                                                  per_batch=per_batch)
+               for cleared in (True, False) for per_batch in (True, False)}
+    seen = {key: _close(model.weight, w) and _close(model.bias, b) for key, (w, b, _) in matches.items()}
+    return model, returned, matches, seen
+
+
+def _fit_label(case) -> str:
+    seed, n_in, n_batches, n, epochs, lr = case
+    return (f"fit_regressor_fixed(nn.Linear({n_in}, 1), {n_batches} × ({n}, {n_in}) → ({n},), "
+            f"epochs={epochs}, lr={lr})")
+
+
+def _check_history(returned, epochs, name, hint) -> None:
+    __tracebackhide__ = True
+    checks.check_type(returned, list, name=name, hint=hint)
+    checks.check_equal(len(returned), epochs, hint=hint, name=checks.both(f"len(lo devuelto por {name})",
+                                                                      f"len(what {name} returned)"))
+    for epoch, value in enumerate(returned):
+        checks.check_type(value, float, name=f"{name}[{epoch}]", hint=hint)
+
+
+def _check_weights(model, want, name, hint, steps) -> None:
+    __tracebackhide__ = True
+    w, b, _ = want
+    for label, got, expected in (("weight", model.weight, w), ("bias", model.bias, b)):
+        checks.check_close(got.detach(), expected, hint=hint, **SCRIPT_TOLERANCE, name=checks.both(
+            f"model.{label} tras {name} (lo que dan {steps} pasos de SGD hechos a mano)",
+            f"model.{label} after {name} (what {steps} SGD steps worked out by hand give)"))
+
+
+def _fit_cases(generator, *, kind: str):
+    """``(seed, n_in, n_batches, n, epochs, lr)``: one batch of several examples and one epoch; several
+    batches of one example and one epoch; several epochs of batches of one example."""
+    sizes = {"one_batch": lambda: (1, _draw(generator, 4, 9), 1),
+             "one_epoch": lambda: (_draw(generator, 2, 4), 1, 1),
+             "epochs": lambda: (_draw(generator, 2, 3), 1, _draw(generator, 2, 3))}[kind]
+    cases = []
+    for _ in range(2):
+        n_batches, n, epochs = sizes()
+        cases.append((_seed(generator), _draw(generator, 2, 4), n_batches, n, epochs,
+                      _rate(generator, 0.05, 0.2)))
+    return cases
+
+
+@checks.keeps_random_state
+def check_fit_regressor_one_batch(fit_regressor_fixed, seed=None):
+    """One epoch of one batch of several examples, targets ``(N,)``, on a fresh model: the weights are
+    those of one SGD step on the mean squared error, and the loss returned is that step's."""
+    hint = HINTS["fit_regressor_fixed"]
+    for case in _fit_cases(_generator_of(seed), kind="one_batch"):
+        name = _fit_label(case)
+        model, returned, matches, _ = _run_fit_regressor(fit_regressor_fixed, case, name=name, hint=hint,
+                                                         check="check_fit_regressor_one_batch")
+        _check_history(returned, case[4], name, hint)
+        want = matches[True, False]
+        _check_weights(model, want, name, hint, 1)
+        checks.check_close(returned[0], want[2][0], hint=hint, rtol=1e-4, atol=1e-6, name=checks.both(
+            f"la pérdida de la época que devuelve {name}", f"the epoch's loss {name} returns"))
+
+
+@checks.keeps_random_state
+def check_fit_regressor_one_epoch(fit_regressor_fixed, seed=None):
+    """One epoch of several batches of one example each, on a fresh model: each step moves the weights
+    with the gradient of its own batch (at the first epoch's rate, or a rate that moves per batch)."""
+    hint = HINTS["fit_regressor_fixed"]
+    for case in _fit_cases(_generator_of(seed), kind="one_epoch"):
+        name = _fit_label(case)
+        model, returned, matches, seen = _run_fit_regressor(fit_regressor_fixed, case, name=name, hint=hint,
+                                                            check="check_fit_regressor_one_epoch")
+        _check_history(returned, case[4], name, hint)
+        if not (seen[True, False] or seen[True, True]):
+            _check_weights(model, matches[True, False], name, hint, case[2])
+
+
+@checks.keeps_random_state
+def check_fit_regressor_epochs(fit_regressor_fixed, seed=None):
+    """Several epochs of batches of one example each: the rate is ``lr`` in the first epoch and halves
+    after each epoch (with or without leftovers in ``.grad``)."""
+    hint = HINTS["fit_regressor_fixed"]
+    for case in _fit_cases(_generator_of(seed), kind="epochs"):
+        name = _fit_label(case)
+        model, returned, matches, seen = _run_fit_regressor(fit_regressor_fixed, case, name=name, hint=hint,
+                                                            check="check_fit_regressor_epochs")
+        _check_history(returned, case[4], name, hint)
+        if not (seen[True, False] or seen[False, False]):
+            _check_weights(model, matches[True, False], name, hint, case[2] * case[4])
+
+
+def fit_regressor_one_batch_outcome(fit_regressor_fixed, seed, n_in, n_batches, n, epochs, lr) -> tuple:
+    """One step on a fresh line model: the weights after it, and the losses returned (floats?)."""
+    model, returned, _, _ = _run_fit_regressor(fit_regressor_fixed, (seed, n_in, n_batches, n, epochs, lr))
+    return (*_floats(returned), _state(model))
+
+
+def fit_regressor_one_epoch_outcome(fit_regressor_fixed, seed, n_in, n_batches, n, epochs, lr) -> dict:
+    """Whether the weights are those of steps that each used their own batch's gradient alone."""
+    _, _, _, seen = _run_fit_regressor(fit_regressor_fixed, (seed, n_in, n_batches, n, epochs, lr))
+    return {"own gradients": seen[True, False] or seen[True, True]}
+
+
+def fit_regressor_epochs_outcome(fit_regressor_fixed, seed, n_in, n_batches, n, epochs, lr) -> dict:
+    """Whether the weights are those of a rate halved once per epoch."""
+    _, _, _, seen = _run_fit_regressor(fit_regressor_fixed, (seed, n_in, n_batches, n, epochs, lr))
+    return {"rate per epoch": seen[True, False] or seen[False, False]}
+
+
+# ------------------------------------------------------ train_and_evaluate: one step, modes, accuracy
+def _classes_case(seed, n_in, n_classes, n_train, n_batches, dropout):
+    generator = checks.seeded_generator(seed)
+    train = [classification_batch(n_train, n_in, n_classes, generator) for _ in range(n_batches)]
+    # the test batches: one example, then the same point under every label and a few more, so
+    # that the two batches' accuracies differ whatever the model predicts
+    point = torch.randn(1, n_in, generator=generator)
+    extra = classification_batch(_draw(generator, 1, 4), n_in, n_classes, generator)
+    test = [(point, torch.randint(0, n_classes, (1,), generator=generator)),
+            (torch.cat([point.expand(n_classes, n_in), extra[0]]),
+             torch.cat([torch.arange(n_classes), extra[1]]))]
+    with checks.seeded(seed):
+        model = mlp(n_in, 8, n_classes, dropout=dropout) if dropout else nn.Linear(n_in, n_classes)
+    return model, train, test
+
+
+def _train_label(case) -> str:
+    seed, n_in, n_classes, n_train, n_batches, dropout, epochs, lr = case
+    what = (f"MLP {n_in}-8-{n_classes} with Dropout({dropout})" if dropout
+            else f"nn.Linear({n_in}, {n_classes})")
+    return (f"train_and_evaluate_fixed({what}, {n_batches} training batches of {n_train}, "
+            f"2 test batches, epochs={epochs}, lr={lr})")
+
+
+def _train_cases(generator, *, kind: str):
+    """``(seed, n_in, n_classes, n_train, n_batches, dropout, epochs, lr)``."""
+    cases = []
+    for _ in range(2):
+        n_in, n_classes, n_train = _draw(generator, 2, 5), _draw(generator, 2, 5), _draw(generator, 4, 10)
+        n_batches, dropout, epochs = {"one_step": (1, 0.0, 1), "epochs": (2, 0.5, _draw(generator, 2, 3)),
+                                      "returned": (_draw(generator, 1, 3), 0.0, _draw(generator, 1, 2))}[kind]
+        cases.append((_seed(generator), n_in, n_classes, n_train, n_batches, dropout, epochs,
+                      _rate(generator, 0.1, 0.5)))
+    return cases
+
+
+def _run_train_and_evaluate(answer, case, *, check=None, name=None, hint=None):
+    """``answer`` on the case's model and batches, watched: the model, what it returned, its start, and
+    for each forward pass on a training batch with a graph, whether Dropout was in training mode."""
+    seed, n_in, n_classes, n_train, n_batches, dropout, epochs, lr = case
+    model, train, test = _classes_case(seed, n_in, n_classes, n_train, n_batches, dropout)
+    start = {key: value.detach().clone() for key, value in model.state_dict().items()}
+    inputs = [x for x, _ in train]
+    modes = []
+
+    def note(module, args, output):
+        if torch.is_grad_enabled() and args and any(args[0] is x for x in inputs):
+            modes.append(model[2].training if dropout else module.training)
+
+    handle = model.register_forward_hook(note)
+    try:
+        if check is None:
+            with checks.seeded(seed):
+                returned = answer(model, train, test, epochs, lr)
+        else:
+            returned = _run(check, answer, model, train, test, epochs, lr, name=name, hint=hint)
+    finally:
+        handle.remove()
+    return model, returned, start, modes, (train, test)
+
+
+def _one_step_by_hand(start, x, y, lr):
+    """The weight and bias of a linear classifier after one SGD step on the cross-entropy of its logits."""
+    w, b = start["weight"].double(), start["bias"].double()
+    logits = x.double() @ w.T + b
+    pull = (logits.softmax(dim=1) - F.one_hot(y, w.shape[0]).double()) / len(y)
+    return (w - lr * pull.T @ x.double()).float(), (b - lr * pull.sum(dim=0)).float()
+
+
+@torch.no_grad()
+def _share_right(model, test) -> float:
+    """The share of the test examples the model, in evaluation mode (a copy), classifies right."""
+    judge = copy.deepcopy(model).train(False)
+    right = sum(int((judge(x).argmax(dim=1) == y).sum()) for x, y in test)
+    return right / sum(len(y) for _, y in test)
+
+
+@checks.keeps_random_state
+def check_train_and_evaluate_one_step(train_and_evaluate_fixed, seed=None):
+    """One epoch of one batch on a linear classifier: the weights are those of one SGD step on the
+    cross-entropy of the model's outputs."""
+    hint = HINTS["train_and_evaluate_fixed"]
+    for case in _train_cases(_generator_of(seed), kind="one_step"):
+        model, returned, start, _, (train, _) = _run_train_and_evaluate(
+            train_and_evaluate_fixed, case, check="check_train_and_evaluate_one_step",
+            name=_train_label(case), hint=hint)
+        name = _train_label(case)
+        w, b = _one_step_by_hand(start, *train[0], case[-1])
+        for label, got, expected in (("weight", model.weight, w), ("bias", model.bias, b)):
+            checks.check_close(got.detach(), expected, hint=hint, **SCRIPT_TOLERANCE, name=checks.both(
+                f"model.{label} tras {name} (un paso de SGD hecho a mano)",
+                f"model.{label} after {name} (one SGD step worked out by hand)"))
+
+
+@checks.keeps_random_state
+def check_train_and_evaluate_epochs(train_and_evaluate_fixed, seed=None):
+    """Several epochs on a model with Dropout: one forward pass with a graph per training batch and
+    epoch, each with Dropout in training mode."""
+    hint = HINTS["train_and_evaluate_fixed"]
+    for case in _train_cases(_generator_of(seed), kind="epochs"):
+        name = _train_label(case)
+        _, _, _, modes, _ = _run_train_and_evaluate(train_and_evaluate_fixed, case, name=name, hint=hint,
+                                                    check="check_train_and_evaluate_epochs")
+        steps = case[4] * case[6]
+        checks.check_true(len(modes) == steps and all(modes), hint=hint, name=checks.both(
+            f"model[2] (Dropout).training en las pasadas hacia delante de entrenamiento de {name}",
+            f"model[2] (Dropout).training in the training forward passes of {name}"),
+            expected=checks.both(f"{steps} pasadas, todas con training=True",
+                                 f"{steps} passes, all with training=True"),
+            got=checks.both(f"{len(modes)} pasadas: {modes}", f"{len(modes)} passes: {modes}"))
+
+
+@checks.keeps_random_state
+def check_train_and_evaluate_returned(train_and_evaluate_fixed, seed=None):
+    """Test batches of different sizes on a linear classifier: the number returned is the share of the
+    test examples the trained model classifies right."""
+    hint = HINTS["train_and_evaluate_fixed"]
+    for case in _train_cases(_generator_of(seed), kind="returned"):
+        model, returned, _, _, (_, test) = _run_train_and_evaluate(
+            train_and_evaluate_fixed, case, check="check_train_and_evaluate_returned",
+            name=_train_label(case), hint=hint)
+        name = _train_label(case)
+        sizes = " + ".join(str(len(y)) for _, y in test)
+        share = _share_right(model, test)
+        checks.check_close(returned, share, hint=hint, rtol=0, atol=1e-6, name=checks.both(
+            f"lo que devuelve {name} (la exactitud del modelo entrenado sobre {sizes} ejemplos de prueba)",
+            f"what {name} returns (the trained model's accuracy over {sizes} test examples)"))
+
+
+def train_and_evaluate_one_step_outcome(train_and_evaluate_fixed, seed, n_in, n_classes, n_train, n_batches,
+                                        dropout, epochs, lr) -> dict:
+    """The linear classifier's weights after one epoch of one batch."""
+    model, _, _, _, _ = _run_train_and_evaluate(
+        train_and_evaluate_fixed, (seed, n_in, n_classes, n_train, n_batches, dropout, epochs, lr))
+    return _state(model)
+
+
+def train_and_evaluate_epochs_outcome(train_and_evaluate_fixed, seed, n_in, n_classes, n_train, n_batches,
+                                      dropout, epochs, lr) -> list:
+    """Dropout's mode in each forward pass with a graph on a training batch."""
+    _, _, _, modes, _ = _run_train_and_evaluate(
+        train_and_evaluate_fixed, (seed, n_in, n_classes, n_train, n_batches, dropout, epochs, lr))
+    return modes
+
+
+def train_and_evaluate_returned_outcome(train_and_evaluate_fixed, seed, n_in, n_classes, n_train, n_batches,
+                                        dropout, epochs, lr) -> dict:
+    """Whether the number returned is the trained model's share of right test examples."""
+    model, returned, _, _, (_, test) = _run_train_and_evaluate(
+        train_and_evaluate_fixed, (seed, n_in, n_classes, n_train, n_batches, dropout, epochs, lr))
+    number = checks.plain_number(returned)
+    return {"share of right examples": number is not None and abs(number - _share_right(model, test)) < 1e-6}
+
+
+# ------------------------------------------------------------------------------- naming the faults
+def _names(value, name) -> set:
+    """The names in ``value`` (a set, list or tuple of menu keys), or a failure that lists the keys."""
+    __tracebackhide__ = True
+    hint = HINTS[name.lower().removeprefix("faults_") + "_faults"]
+    checks.check_type(value, (set, frozenset, list, tuple), name=name, hint=hint)
+    unknown = sorted(repr(item) for item in value if not isinstance(item, str) or item not in FAULT_KINDS)
+    if unknown:
+        checks.fail(name, checks.both("hay nombres que no están en el menú",
+                                      "some names are not in the menu"),
+                    ", ".join(repr(key) for key in FAULT_KINDS), ", ".join(unknown), hint)
+    return set(value)
+
+
+@checks.keeps_random_state
+def check_fault_names(value, name: str) -> None:
+    """The visible part of a naming cell: ``value`` is a set of keys of the menu (``show_fault_kinds()``).
+    Which of them are faults is graded with the hidden tests."""
+    __tracebackhide__ = True
+    _names(value, name)
+
+
+def grade_fault_named(value, truth: set, fault: str, name: str) -> None:
+    """The hidden part of a naming cell: ``fault`` is named, and no name is a fault the script lacks."""
+    __tracebackhide__ = True
+    names = _names(value, name)
+    hint = HINTS[name.lower().removeprefix("faults_") + "_faults"]
+    wrong = len(names - set(truth))
+    if wrong:
+        checks.fail(name, checks.both(f"{wrong} de los nombres no son fallos de este script",
+                                      f"{wrong} of the names are not faults of this script"),
+                    checks.say(checks.both("solo fallos del script", "only faults of the script")),
+                    checks.say(checks.both(f"{len(names)} nombres", f"{len(names)} names")), hint)
+    if fault not in names:
+        checks.fail(name, checks.both("un fallo del script no está nombrado",
+                                      "a fault of the script is not named"),
+                    checks.say(checks.both("ese fallo entre los nombres", "that fault among the names")),
+                    checks.say(checks.both(f"{len(names)} nombres, todos fallos del script",
+                                           f"{len(names)} names, all faults of the script")), hint)
+
+
+def _no_inputs(generator) -> list:
+    return [()]
+
+
+def faults_outcome(value) -> list:
+    """The names a FAULTS_... value holds, sorted (a set does not travel to the judge); None if it is
+    not a set, list or tuple of strings."""
+    if not isinstance(value, set | frozenset | list | tuple) or not all(isinstance(i, str) for i in value):
+        return None
+    return sorted(set(value))
+
+
+def faults_accept(got, want, args, *, index: int) -> bool:
+    """The reference's ``index``-th fault (its names sorted) is named, and no name is outside its set."""
+    return (isinstance(got, list) and isinstance(want, list) and want[index] in got
+            and set(got) <= set(want))
+
+
+_TRAINED_BY_SCRIPT = ("train_and_evaluate_fixed", "train_and_evaluate_fixed")
 JUDGED = [
     checks.JudgedCall("test_train_step_fixed", "train_step_fixed", "train_step_fixed", _training_steps,
                       TRAINING, outcome=train_step_fixed_outcome),
@@ -2151,4 +2589,27 @@ JUDGED = [
                       outcome=lr_range_test_steps_outcome),
     checks.JudgedCall("test_lr_range_test_restores", "lr_range_test", "lr_range_test", _restoring_cases,
                       outcome=lr_range_test_restores_outcome),
+    checks.JudgedCall("test_fit_regressor_one_batch", "fit_regressor_fixed", "fit_regressor_fixed",
+                      functools.partial(_fit_cases, kind="one_batch"), SCRIPT_TOLERANCE,
+                      outcome=fit_regressor_one_batch_outcome),
+    checks.JudgedCall("test_fit_regressor_one_epoch", "fit_regressor_fixed", "fit_regressor_fixed",
+                      functools.partial(_fit_cases, kind="one_epoch"),
+                      outcome=fit_regressor_one_epoch_outcome),
+    checks.JudgedCall("test_fit_regressor_epochs", "fit_regressor_fixed", "fit_regressor_fixed",
+                      functools.partial(_fit_cases, kind="epochs"), outcome=fit_regressor_epochs_outcome),
+    checks.JudgedCall("test_train_and_evaluate_one_step", *_TRAINED_BY_SCRIPT,
+                      functools.partial(_train_cases, kind="one_step"), SCRIPT_TOLERANCE,
+                      outcome=train_and_evaluate_one_step_outcome),
+    checks.JudgedCall("test_train_and_evaluate_epochs", *_TRAINED_BY_SCRIPT,
+                      functools.partial(_train_cases, kind="epochs"),
+                      outcome=train_and_evaluate_epochs_outcome),
+    checks.JudgedCall("test_train_and_evaluate_returned", *_TRAINED_BY_SCRIPT,
+                      functools.partial(_train_cases, kind="returned"),
+                      outcome=train_and_evaluate_returned_outcome),
+    # the faults named: judged against the reference's set (the answer cell's), one cell per fault, the
+    # reference's names sorted; the grade cells' ids do not say which fault each one is
+    *[checks.JudgedCall(f"test_{script}_named_{index + 1}", f"FAULTS_{script.upper()}",
+                        f"{script}_faults", _no_inputs, outcome=faults_outcome,
+                        accept=functools.partial(faults_accept, index=index))
+      for script in ("fit_regressor", "train_and_evaluate") for index in range(3)],
 ]
