@@ -2273,27 +2273,27 @@ def check_fit_regressor_one_batch(fit_regressor_fixed, seed=None):
 def check_fit_regressor_one_epoch(fit_regressor_fixed, seed=None):
     """One epoch of several batches of one example each, on a fresh model: each step moves the weights
     with the gradient of its own batch (at the first epoch's rate, or a rate that moves per batch)."""
-    hint = HINTS["fit_regressor_fixed"]
-    for case in _fit_cases(_generator_of(seed), kind="one_epoch"):
-        name = _fit_label(case)
-        model, returned, matches, seen = _run_fit_regressor(fit_regressor_fixed, case, name=name, hint=hint,
-                                                            check="check_fit_regressor_one_epoch")
-        _check_history(returned, case[4], name, hint)
-        if not (seen[True, False] or seen[True, True]):
-            _check_weights(model, matches[True, False], name, hint, case[2])
+    _check_fit_regressor_steps(fit_regressor_fixed, seed, "one_epoch", accepted=((True, False), (True, True)))
 
 
 @checks.keeps_random_state
 def check_fit_regressor_epochs(fit_regressor_fixed, seed=None):
     """Several epochs of batches of one example each: the rate is ``lr`` in the first epoch and halves
     after each epoch (with or without leftovers in ``.grad``)."""
+    _check_fit_regressor_steps(fit_regressor_fixed, seed, "epochs", accepted=((True, False), (False, False)))
+
+
+def _check_fit_regressor_steps(fit_regressor_fixed, seed, kind: str, accepted) -> None:
+    """The weights after the call are those of SGD by hand in one of the ``accepted`` ways ``(gradients
+    cleared, rate halved per batch)``; otherwise the failure shows the right way's."""
+    __tracebackhide__ = True
     hint = HINTS["fit_regressor_fixed"]
-    for case in _fit_cases(_generator_of(seed), kind="epochs"):
+    for case in _fit_cases(_generator_of(seed), kind=kind):
         name = _fit_label(case)
         model, returned, matches, seen = _run_fit_regressor(fit_regressor_fixed, case, name=name, hint=hint,
-                                                            check="check_fit_regressor_epochs")
+                                                            check=f"check_fit_regressor_{kind}")
         _check_history(returned, case[4], name, hint)
-        if not (seen[True, False] or seen[False, False]):
+        if not any(seen[way] for way in accepted):
             _check_weights(model, matches[True, False], name, hint, case[2] * case[4])
 
 
