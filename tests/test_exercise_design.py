@@ -22,8 +22,11 @@ import os
 import re
 
 import pytest
+import torch
 from lesson_files import LESSONS, read_edition, read_solution
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from course import training
 from course.settings import LANGUAGES, set_language
 from graders import lesson_checks
 from graders.lesson_checks import hint, more_hints
@@ -147,9 +150,9 @@ def library_calls(targets) -> set[str]:
     return names
 
 
-def exercise_text(nb, grade_cell_index: int, language: str) -> str:
-    """The text of the exercise a grade cell belongs to, in ``language``: from the exercise's heading
-    (the last one before the cell) to the cell."""
+def exercise_text(nb, grade_cell_index: int) -> str:
+    """The text of the exercise a grade cell of a student edition belongs to: from the exercise's
+    heading (the last one before the cell) to the cell."""
     heading = re.compile(r"^#+ (Exercise|Ejercicio)\b.*", re.MULTILINE)
     parts = []
     for cell in reversed(nb.cells[:grade_cell_index]):
@@ -286,13 +289,23 @@ def test_the_task_names_every_library_call_its_checks_switch_off(lesson):
                        and re.search(rf"\b{check}\(", cell.source)), None)
             if at is None:
                 continue  # a check that runs inside another check: named where that one is
-            text = exercise_text(nb, at, language)
+            text = exercise_text(nb, at)
             missing = sorted(name for name in library_calls(targets)
                              if not re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE))
             if missing:
                 unnamed.append(f"{language}: {grade_id(nb.cells[at])} ({check}) switches off {missing}, "
                                "which the exercise's text does not name")
     assert not unnamed, "\n".join(unnamed)
+
+
+def test_the_task_reader_names_library_calls_as_a_student_writes_them():
+    targets = [(torch, "cdist"), (torch.Tensor, "flatten"), (torch.nn.Flatten, "forward"),
+               (torch, "_fused_adam_"), (training, "run_epoch")]
+    assert library_calls(targets) == {"cdist", "flatten", "Flatten"}
+    nb = new_notebook(cells=[new_markdown_cell("## 3. Distances\n\nUse `torch.cdist` freely."),
+                             new_markdown_cell("Intro.\n\n### Exercise 2 · Pairs\n\nWrite it."),
+                             new_markdown_cell("Not with `cdist`."), new_code_cell("check(f)")])
+    assert exercise_text(nb, 3) == "### Exercise 2 · Pairs\n\nWrite it.\nNot with `cdist`."
 
 
 def test_the_leak_measure_finds_an_answer_line_and_ignores_short_lines_and_comments():
