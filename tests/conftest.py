@@ -3,6 +3,7 @@ solved edition, a notebook, a grade, a folder built once per run), and the hooks
 tier's guard (``process_guard.py``) around every test under ``--no-processes`` (``make test-fast``)."""
 
 import contextlib
+import gc
 import os
 import shutil
 from pathlib import Path
@@ -188,7 +189,17 @@ def pytest_runtest_call(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item):
-    return (yield from _guarded(item))
+    outcome = yield from _guarded(item)
+    if item.get_closest_marker("kernel"):
+        finalize_garbage()
+    return outcome
+
+
+def finalize_garbage() -> None:
+    """Collect the garbage a test with kernels leaves here, where nothing parses Python: inside a
+    later test's `ast.parse`, a dead nbclient task's logged traceback breaks the parse (why: the
+    comment in `graders.grade.worker.grade`); it turned a full run red once."""
+    gc.collect()
 
 
 def _guarded(item):

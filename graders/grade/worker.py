@@ -8,6 +8,7 @@ That gradebook is scratch: the parent copies the scores into the class's gradebo
 must survive a crash. A worker writes its scratch gradebooks without waiting for the disk.
 """
 
+import gc
 import json
 import os
 import shutil
@@ -75,6 +76,10 @@ def grade(job: GradingJob) -> dict:
     course_dir = _private_course(job)
     api = adapter.api(course_dir, c=grading_config(course_dir, job))
     adapter.autograde(api, lesson, sid)
+    # nbclient's kernel poller can die with an exception nobody retrieves; collected inside the
+    # judge's ast.parse, its logged traceback (which parses source on Python 3.11) would break that
+    # parse with a SystemError (CPython gh-106905). Collected here, nothing is parsing.
+    gc.collect()
     judged = judge(course_dir, job)
     cells = {name: list(pair) for name, pair in adapter.submission_scores(course_dir, lesson, sid).items()}
     autograded = adapter.submission_path(course_dir, "autograded", sid, lesson)
