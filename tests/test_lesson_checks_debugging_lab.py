@@ -712,7 +712,9 @@ def test_the_diagnosis_checks_take_the_reference_and_another_rule_and_refuse_the
     for answer in (reference, other_diagnosis):
         lesson.check_diagnose_vanishing(answer)
         lesson.check_diagnose_lr_too_high(answer)
-    failure(lesson.check_diagnose_lr_too_high, loss_only, says=["diagnose_run(run", "hint", "section 14"])
+    # the loss alone is right on all six runs of a draw in 3 draws of 60; on twenty, about 1 in 20,000
+    failure(lesson.check_diagnose_lr_too_high, loss_only, runs=10,
+            says=["diagnose_run(run", "hint", "section 14"])
     for label in lesson.KINDS:
         for check in (lesson.check_diagnose_vanishing, lesson.check_diagnose_lr_too_high):
             failure(check, lambda run, label=label: label, says=["expected", "got"])

@@ -995,7 +995,9 @@ def test_resume_checks_give_each_part_of_the_state_its_own_point():
     weights_only = _carrying(objects=("model",))
     failure(lesson.check_resume_model_and_optimizer, *weights_only,
             says=["the reference: the same run never stopped", "values differ", "hint('resume')"])
-    failure(lesson.check_resume_schedule_and_scaler, *weights_only, says=["the last learning rate"])
+    # both the schedule and the scaler are lost: which one the check meets first depends on the draw
+    lost = failure(lesson.check_resume_schedule_and_scaler, *weights_only, says=["hint('resume')"])
+    assert "the last learning rate" in lost or "the GradScaler's" in lost, lost
     failure(lesson.check_resume_random_state_and_order, *weights_only, says=["values differ"])
 
 
