@@ -998,7 +998,7 @@ def test_each_repair_earns_its_own_cell_and_no_other(script):
 
 def test_the_scripts_checks_say_what_they_measured():
     failure(lesson.check_fit_regressor_one_epoch, fit_regressor_with("shapes", "per epoch"),
-            says=["model.weight after fit_regressor_fixed(", "SGD steps worked out by hand",
+            says=["model.weight after fit_regressor_fixed(", "SGD worked out by hand gives",
                   "hint('fit_regressor_fixed')"])
     failure(lesson.check_train_and_evaluate_epochs, train_and_evaluate_with("logits", "examples"),
             says=["Dropout).training", "all with training=True", "hint('train_and_evaluate_fixed')"])

@@ -2235,8 +2235,8 @@ def _check_weights(model, want, name, hint, steps) -> None:
     w, b, _ = want
     for label, got, expected in (("weight", model.weight, w), ("bias", model.bias, b)):
         checks.check_close(got.detach(), expected, hint=hint, **SCRIPT_TOLERANCE, name=checks.both(
-            f"model.{label} tras {name} (lo que dan {steps} pasos de SGD hechos a mano)",
-            f"model.{label} after {name} (what {steps} SGD steps worked out by hand give)"))
+            f"model.{label} tras {name} (lo que da SGD hecho a mano, pasos: {steps})",
+            f"model.{label} after {name} (what SGD worked out by hand gives, steps: {steps})"))
 
 
 def _fit_cases(generator, *, kind: str):
@@ -2398,15 +2398,10 @@ def check_train_and_evaluate_one_step(train_and_evaluate_fixed, seed=None):
     cross-entropy of the model's outputs."""
     hint = HINTS["train_and_evaluate_fixed"]
     for case in _train_cases(_generator_of(seed), kind="one_step"):
-        model, returned, start, _, (train, _) = _run_train_and_evaluate(
-            train_and_evaluate_fixed, case, check="check_train_and_evaluate_one_step",
-            name=_train_label(case), hint=hint)
         name = _train_label(case)
-        w, b = _one_step_by_hand(start, *train[0], case[-1])
-        for label, got, expected in (("weight", model.weight, w), ("bias", model.bias, b)):
-            checks.check_close(got.detach(), expected, hint=hint, **SCRIPT_TOLERANCE, name=checks.both(
-                f"model.{label} tras {name} (un paso de SGD hecho a mano)",
-                f"model.{label} after {name} (one SGD step worked out by hand)"))
+        model, _, start, _, (train, _) = _run_train_and_evaluate(
+            train_and_evaluate_fixed, case, check="check_train_and_evaluate_one_step", name=name, hint=hint)
+        _check_weights(model, (*_one_step_by_hand(start, *train[0], case[-1]), None), name, hint, 1)
 
 
 @checks.keeps_random_state
@@ -2433,10 +2428,9 @@ def check_train_and_evaluate_returned(train_and_evaluate_fixed, seed=None):
     test examples the trained model classifies right."""
     hint = HINTS["train_and_evaluate_fixed"]
     for case in _train_cases(_generator_of(seed), kind="returned"):
-        model, returned, _, _, (_, test) = _run_train_and_evaluate(
-            train_and_evaluate_fixed, case, check="check_train_and_evaluate_returned",
-            name=_train_label(case), hint=hint)
         name = _train_label(case)
+        model, returned, _, _, (_, test) = _run_train_and_evaluate(
+            train_and_evaluate_fixed, case, check="check_train_and_evaluate_returned", name=name, hint=hint)
         sizes = " + ".join(str(len(y)) for _, y in test)
         share = _share_right(model, test)
         checks.check_close(returned, share, hint=hint, rtol=0, atol=1e-6, name=checks.both(
