@@ -18,6 +18,7 @@ from wrong_answers import defined
 import course
 from course import training
 from course.training import predict as course_predict
+from course.training import run_epoch as course_run_epoch
 from graders import checks
 from graders.checks import CheckFailed
 from graders.judge import calls, wire
@@ -49,48 +50,37 @@ def good_clipped(model, batch, optimizer, max_norm=1.0):
 
 
 def good_epoch(model, batches, loss_fn, optimizer):
-    losses = []
+    losses, outputs = [], []
     for x, y in batches:
         optimizer.zero_grad()
-        loss = loss_fn(model(x), y)
+        logits = model(x)
+        loss = loss_fn(logits, y)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return sum(losses) / len(losses)
+        outputs.append(logits.detach())
+    return losses, torch.cat(outputs)
 
 
-def good_evaluate(model, x, y):
-    mode = model.training
-    model.eval()
-    with torch.inference_mode():
-        right = (model(x).argmax(dim=1) == y).sum().item()
-    model.train(mode)
-    return right / len(y)
-
-
-def good_final(model, batch, optimizer):
-    loss = good_step(model.train(), batch, optimizer)
-    accuracy = good_evaluate(model, *batch)
-    model.train()
-    return loss, accuracy
-
-
-class GoodClassifier(nn.Module):
-    def __init__(self, n_in, n_hidden, n_classes):
-        super().__init__()
-        self.hidden = nn.Linear(n_in, n_hidden)
-        self.out = nn.Linear(n_hidden, n_classes)
-
-    def forward(self, x):
-        return self.out(torch.relu(self.hidden(x)))
-
-    def predict_proba(self, x):
-        return F.softmax(self.forward(x), dim=-1)
-
-
-class SoftmaxClassifier(GoodClassifier):
-    def forward(self, x):
-        return super().forward(x).softmax(dim=1)
+def epoch_into_a_buffer(model, batches, loss_fn, optimizer):
+    """Right, another way: the gradients set to None, the losses kept detached in a float64 tensor,
+    the outputs copied under no_grad into one tensor allocated at the first batch."""
+    losses = torch.zeros(len(batches), dtype=torch.float64)
+    outputs, start = None, 0
+    for index, (x, y) in enumerate(batches):
+        for param in model.parameters():
+            param.grad = None
+        logits = model(x)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        optimizer.step()
+        if outputs is None:
+            outputs = torch.empty(sum(len(inputs) for inputs, _ in batches), logits.shape[1])
+        with torch.no_grad():
+            outputs[start:start + len(x)] = logits
+            losses[index] = loss
+        start += len(x)
+    return losses.tolist(), outputs
 
 
 class GoodBinaryClassifier(nn.Module):
@@ -166,19 +156,13 @@ CHECK_CALLS = {
     "check_clipped_order": lesson.check_clipped_order,
     "check_clipped_update": lesson.check_clipped_update,
     "check_logits_on_model_device": lambda answer: lesson.check_logits_on_model_device(answer, "cpu"),
-    "check_predict": lesson.check_predict,
-    "check_predict_restores_mode": lesson.check_predict_restores_mode,
     "check_binary_classifier_learns": lesson.check_binary_classifier_learns,
     "check_binary_predict_proba": lesson.check_binary_predict_proba,
-    "check_save_and_reload": lesson.check_save_and_reload,
-    "check_classifier_learns": lesson.check_classifier_learns,
-    "check_predict_proba": lesson.check_predict_proba,
     "check_regression_loss": lambda answer: lesson.check_regression_loss(
         answer, torch.ones(2, 1), torch.zeros(2), torch.tensor(1.0), torch.ones(2)),
     "check_regression_loss_by_hand": lesson.check_regression_loss_by_hand,
-    "check_train_epoch": lesson.check_train_epoch,
-    "check_evaluate_accuracy": lesson.check_evaluate_accuracy,
-    "check_evaluate_restores_mode": lesson.check_evaluate_restores_mode,
+    "check_epoch_steps": lesson.check_epoch_steps,
+    "check_epoch_outputs": lesson.check_epoch_outputs,
     "check_block": lambda answer: lesson.check_block(answer, 2, torch.ones(1, 2), _reference_forward,
                                                      lesson.grads_of(_reference_forward), torch.ones(1, 2)),
     "check_residual_by_hand": lesson.check_residual_by_hand,
@@ -186,8 +170,6 @@ CHECK_CALLS = {
         answer, [1.0, math.nan], 2, 2),
     "check_first_bad_step_by_hand": lesson.check_first_bad_step_by_hand,
     "check_first_bad_step_on_training": lesson.check_first_bad_step_on_training,
-    "check_final_step": lesson.check_final_step,
-    "check_diagnose_finds_nothing": lesson.check_diagnose_finds_nothing,
     "check_layer_statistics_forward": lambda answer: lesson.check_layer_statistics_forward(answer, (3,)),
     "check_layer_statistics_backward": lambda answer: lesson.check_layer_statistics_backward(answer, (3,)),
     "check_layer_statistics_update": lambda answer: lesson.check_layer_statistics_update(answer, (3,)),
@@ -225,14 +207,32 @@ def test_course_loops_are_unavailable_while_an_answer_runs_and_back_afterwards()
     assert training.run_epoch.__module__ == "course.training"
 
 
-@pytest.mark.parametrize("check", [lesson.check_evaluate_accuracy, lesson.check_evaluate_restores_mode])
-def test_a_course_loop_imported_under_another_name_is_unavailable_too(check):
-    def through_an_alias(model, x, y):
-        predictions, targets = course_predict(model, [(x, y)], device="cpu")
-        return (predictions == targets).float().mean().item()
+def epoch_through_run_epoch(model, batches, loss_fn, optimizer):
+    """The steps left to course.training.run_epoch, imported here as course_run_epoch."""
+    losses = []
+    course_run_epoch(model, batches, loss_fn=loss_fn, device="cpu", optimizer=optimizer, show_progress=False,
+                     step_losses=losses)
+    with torch.no_grad():
+        return losses, torch.cat([model(x) for x, _ in batches])
 
-    failure(check, through_an_alias, says=["ShortcutUsed", "course_predict is unavailable"])
-    assert course_predict is training.predict
+
+def epoch_with_predict(model, batches, loss_fn, optimizer):
+    """The steps by hand, then course.training.predict, imported here as course_predict."""
+    losses, _ = good_epoch(model, batches, loss_fn, optimizer)
+    predictions, _ = course_predict(model, batches, device="cpu")
+    return losses, predictions
+
+
+@pytest.mark.parametrize("check", [lesson.check_epoch_steps, lesson.check_epoch_outputs])
+@pytest.mark.parametrize(("answer", "alias"), [(epoch_through_run_epoch, "course_run_epoch"),
+                                               (epoch_with_predict, "course_predict")])
+def test_a_course_loop_imported_under_another_name_is_unavailable_too(check, answer, alias):
+    model = lesson.mlp(2, 4, 3)           # outside a check, the alias is the course's loop and runs
+    batches = [lesson.classification_batch(4, 2, 3, checks.seeded_generator(seed)) for seed in (1, 2)]
+    losses, outputs = answer(model, batches, F.cross_entropy, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert len(losses) == 2 and len(outputs) == 8
+    failure(check, answer, says=["ShortcutUsed", f"{alias} is unavailable"])
+    assert course_predict is training.predict and course_run_epoch is training.run_epoch
 
 
 # ---------------------------------------------------------------------------- each exercise's checks
@@ -293,57 +293,6 @@ def test_logits_on_model_device_check():
             says=["on meta, x on cpu", "raised an exception", "is not on the expected device"])
 
 
-def test_predict_check():
-    def good_predict(model, x):
-        model.eval()
-        with torch.no_grad():
-            return model(x)
-
-    def eval_only(model, x):
-        model.eval()
-        return model(x)
-
-    def detached_after_the_graph(model, x):
-        model.eval()
-        return model(x).detach()
-
-    lesson.check_predict(good_predict)
-    failure(lesson.check_predict, eval_only, says=[".requires_grad", "expected: False", "got: True"])
-    failure(lesson.check_predict, lambda model, x: model(x).detach(), says=["the values differ"])
-    failure(lesson.check_predict, detached_after_the_graph,
-            says=["bytes autograd saved for a backward pass during predict", "expected: 0 (int)"])
-
-
-def test_predict_restores_the_mode_it_found():
-    def good_predict(model, x):
-        mode = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                return model(x)
-        finally:
-            model.train(mode)
-
-    def leaves_eval(model, x):
-        model.eval()
-        with torch.inference_mode():
-            return model(x)
-
-    def on_a_copy(model, x):
-        with torch.no_grad():
-            return copy.deepcopy(model).eval()(x)
-
-    for answer in (good_predict, on_a_copy):
-        lesson.check_predict(answer)
-        lesson.check_predict_restores_mode(answer)
-        lesson.check_predict_restores_mode(answer, seed=1516, modes=(False, True, False, False))
-    lesson.check_predict(leaves_eval)            # bug 9 passes the first behaviour, not the second
-    failure(lesson.check_predict_restores_mode, leaves_eval,
-            says=["model.training [train → predict]", "expected: True", "got: False"])
-    failure(lesson.check_predict_restores_mode, lambda model, x: None,
-            says=["model[1] (BatchNorm1d) during predict [train]", "got: 0 passes, 0 in evaluation"])
-
-
 def test_binary_classifier_checks():
     lesson.check_binary_classifier_learns(GoodBinaryClassifier)
     lesson.check_binary_classifier_learns(GoodBinaryClassifier, seed=1517, n_in=5)
@@ -359,44 +308,6 @@ def test_binary_classifier_checks():
                   "got: min 0.5"])
     failure(lesson.check_binary_predict_proba, ProbabilitiesAsLogits,
             says=["BinaryClassifier(3, 8).predict_proba(x)", "values between 0 and 1"])
-
-
-def test_save_and_reload_check(tmp_path):
-    def good(model, make_model, path):
-        torch.save(model.state_dict(), path)
-        new = make_model()
-        new.load_state_dict(torch.load(path, weights_only=True))
-        return new
-
-    def pickled(model, make_model, path):
-        torch.save(model, path)
-        return torch.load(path, weights_only=False)
-
-    def never_reads(model, make_model, path):
-        torch.save(model.state_dict(), path)
-        new = make_model()
-        new.load_state_dict(model.state_dict())
-        return new
-
-    lesson.check_save_and_reload(good)
-    failure(lesson.check_save_and_reload, pickled,
-            says=["readable with weights_only=True", "got: UnpicklingError"])
-    failure(lesson.check_save_and_reload, never_reads,
-            says=["calls to torch.load", "at least one: the weights are read from the file", "got: 0"])
-
-
-def test_classifier_checks():
-    lesson.check_classifier_learns(GoodClassifier)
-    lesson.check_predict_proba(GoodClassifier)
-    failure(lesson.check_classifier_learns, SoftmaxClassifier,
-            says=["loss after 40 Adam steps", "with softmax inside the model it cannot go below"])
-
-    class Unnormalised(GoodClassifier):
-        def predict_proba(self, x):
-            return self(x).exp()
-
-    failure(lesson.check_predict_proba, Unnormalised,
-            says=[".predict_proba(x).sum(dim=1)", "the values differ"])
 
 
 def test_regression_loss_check():
@@ -447,75 +358,182 @@ def test_the_visible_regression_check_shows_the_one_example_case():
             says=["warnings from regression_loss(pred (1, 1), target (1,))", "broadcasting"])
 
 
-def test_train_epoch_check():
-    lesson.check_train_epoch(good_epoch)
-    failure(lesson.check_train_epoch, sums_tensors,
-            says=["graphs of earlier batches still alive during the epoch", "expected: 0"])
-    failure(lesson.check_train_epoch, keeps_its_last_loss, says=["graphs still alive when", "got: 1 (int)"])
+def outputs_kept_with_their_graph(model, batches, loss_fn, optimizer):
+    """Detached only at the end: every batch's graph lives until the epoch returns."""
+    losses, kept = [], []
+    for x, y in batches:
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        kept.append(logits)
+    return losses, torch.cat(kept).detach()
 
 
-def test_evaluate_checks():
-    lesson.check_evaluate_accuracy(good_evaluate)
-    lesson.check_evaluate_restores_mode(good_evaluate)
+def outputs_not_detached(model, batches, loss_fn, optimizer):
+    losses, kept = [], []
+    for x, y in batches:
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        kept.append(logits)
+    return losses, torch.cat(kept)
 
-    def always_train_after(model, x, y):
-        accuracy = good_evaluate(model, x, y)
-        model.train()
-        return accuracy
 
-    def in_training_mode(model, x, y):
-        torch.manual_seed(0)  # dropout's draw: one that misses the evaluation-mode accuracy, every run
+def losses_kept_as_tensors(model, batches, loss_fn, optimizer):
+    """Section 8's bug: the loss tensors are kept, turned into floats only at the end, and each keeps
+    its batch's graph alive until then."""
+    losses, kept = [], []
+    for x, y in batches:
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+        kept.append(logits.detach())
+    return [loss.item() for loss in losses], torch.cat(kept)
+
+
+def outputs_from_a_second_forward(model, batches, loss_fn, optimizer):
+    """The outputs computed again, after the update, without a graph."""
+    losses, kept = [], []
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
         with torch.no_grad():
-            return (model(x).argmax(dim=1) == y).float().mean().item()
-
-    failure(lesson.check_evaluate_restores_mode, always_train_after,
-            says=["model.training [eval → evaluate_fixed]", "expected: False", "got: True"])
-    failure(lesson.check_evaluate_accuracy, in_training_mode,
-            says=["evaluate_fixed(MLP with BatchNorm and Dropout(0.5), x, y)", "the values differ"])
-    failure(lesson.check_evaluate_restores_mode, in_training_mode,
-            says=["model[1] (BatchNorm1d) during evaluate_fixed [train]",
-                  "expected: at least one pass in evaluation mode (training=False)", "got: 1 passes, 0 in"])
+            kept.append(model(x))
+    return losses, torch.cat(kept)
 
 
-def on_a_copy(model, x, y):
-    """Right, another way: the model itself is never switched; a copy is evaluated."""
-    with torch.no_grad():
-        return (copy.deepcopy(model).eval()(x).argmax(dim=1) == y).float().mean().item()
+def only_the_losses(model, batches, loss_fn, optimizer):
+    return good_epoch(model, batches, loss_fn, optimizer)[0]
 
 
-@torch.inference_mode()
-def switched_with_train_false(model, x, y):
-    was = model.training
-    model.train(False)
-    try:
-        return (model(x).argmax(1) == y).double().mean().item()
-    finally:
-        model.train(was)
+def the_mean_loss(model, batches, loss_fn, optimizer):
+    """The exercise's first draft: the mean of the losses instead of their list."""
+    losses, outputs = good_epoch(model, batches, loss_fn, optimizer)
+    return sum(losses) / len(losses), outputs
 
 
-@pytest.mark.parametrize("answer", [good_evaluate, on_a_copy, switched_with_train_false])
-def test_evaluate_right_answers_written_other_ways_earn_both_points(answer):
-    lesson.check_evaluate_accuracy(answer)
-    lesson.check_evaluate_restores_mode(answer)
-    lesson.check_evaluate_accuracy(answer, seed=1510, n_in=5, n_classes=2, dropout=0.3, n=33, training=False)
-    lesson.check_evaluate_restores_mode(answer, seed=1511, modes=(False, False, True, True, False))
+KEPT = []
 
 
-DO_NOTHING_EVALUATES = {"returns None": lambda model, x, y: None, "returns 0": lambda model, x, y: 0,
-                        "returns 0.0": lambda model, x, y: 0.0,
-                        "returns its first argument": lambda model, x, y: model}
+def keeps_its_last_loss(model, batches, loss_fn, optimizer):
+    def remembering(outputs, targets):
+        KEPT[:] = [loss_fn(outputs, targets)]          # still there when the epoch returns
+        return KEPT[0]
+
+    return good_epoch(model, batches, remembering, optimizer)
 
 
-@pytest.mark.parametrize("body", sorted(DO_NOTHING_EVALUATES))
-def test_an_evaluate_that_does_nothing_earns_no_point(body):
-    """A function that never touches the model leaves its mode as it was: that restores nothing."""
-    answer = DO_NOTHING_EVALUATES[body]
-    failure(lesson.check_evaluate_restores_mode, answer,
-            says=["during evaluate_fixed [train]", "got: 0 passes, 0 in evaluation"])
-    failure(lesson.check_evaluate_restores_mode, answer, seed=1511, modes=(False, False, True, True, False),
-            says=["during evaluate_fixed [eval]", "got: 0 passes, 0 in evaluation"])
-    failure(lesson.check_evaluate_accuracy, answer,
-            says=["evaluate_fixed(MLP with BatchNorm and Dropout(0.5), x, y)"])
+def _both_epoch_checks(answer):
+    """The visible calls of both grade cells, then the hidden ones."""
+    lesson.check_epoch_steps(answer)
+    lesson.check_epoch_steps(answer, seed=1509, n_batches=3, n_in=4)
+    lesson.check_epoch_outputs(answer)
+    lesson.check_epoch_outputs(answer, seed=1517, n_batches=7, n_in=3, batch_size=5)
+    lesson.check_epoch_outputs(answer, seed=1518, n_batches=2, n_in=5, batch_size=11)
+
+
+@pytest.mark.parametrize("answer", [good_epoch, epoch_into_a_buffer])
+def test_epoch_right_answers_pass_both_checks_visible_and_hidden(answer):
+    _both_epoch_checks(answer)
+
+
+def _reference_epoch(model, batches, optimizer):
+    return tuple(good_epoch(model, batches, F.cross_entropy, optimizer)[0])
+
+
+def _like_the_reference_epoch(answer, n_batches, n_in, generator):
+    batches = [lesson.classification_batch(6, n_in, 3, generator) for _ in range(n_batches)]
+    lesson.check_like_reference(lesson.epoch_losses_as_step(answer), _reference_epoch,
+                                lesson.mlp(n_in, 5, 3, activation=nn.Tanh), batches, 0.2, calls=1,
+                                label=f"MLP {n_in}-5-3, {n_batches} batches",
+                                exercise="train_epoch_with_outputs")
+
+
+@pytest.mark.parametrize("answer", [good_epoch, epoch_into_a_buffer])
+def test_epoch_right_answers_step_like_the_reference(answer):
+    """As the hidden test of test_epoch_outputs_steps calls them, through epoch_losses_as_step."""
+    g = torch.Generator().manual_seed(1509)
+    for n_batches, n_in in [(3, 4), (9, 2)]:
+        _like_the_reference_epoch(answer, n_batches, n_in, g)
+
+
+GRAPHS_ALIVE = ["earlier batches whose graph is still alive during the epoch", "expected: 0 (int)"]
+
+
+def test_outputs_kept_with_their_graph_lose_only_the_outputs_point():
+    lesson.check_epoch_steps(outputs_kept_with_their_graph)
+    failure(lesson.check_epoch_outputs, outputs_kept_with_their_graph, says=GRAPHS_ALIVE)
+
+
+def test_outputs_not_detached_lose_the_outputs_point():
+    lesson.check_epoch_steps(outputs_not_detached)
+    failure(lesson.check_epoch_outputs, outputs_not_detached,
+            says=["[1].requires_grad", "expected: False", "got: True"])
+
+
+def test_loss_tensors_kept_until_the_end_lose_the_outputs_point():
+    lesson.check_epoch_steps(losses_kept_as_tensors)
+    failure(lesson.check_epoch_outputs, losses_kept_as_tensors, says=GRAPHS_ALIVE)
+
+
+def test_the_last_loss_kept_after_the_epoch_loses_the_outputs_point():
+    lesson.check_epoch_steps(keeps_its_last_loss)
+    failure(lesson.check_epoch_outputs, keeps_its_last_loss,
+            says=["batches whose graph is still alive when train_epoch_with_outputs(", "got: 1 (int)"])
+
+
+def test_outputs_from_a_second_forward_fail_both_checks():
+    failure(lesson.check_epoch_steps, outputs_from_a_second_forward,
+            says=["per batch: forward pass (training mode) → backward pass",
+                  "got: forward pass (training mode) → backward pass → forward pass (training mode), "
+                  "no graph"])
+    failure(lesson.check_epoch_outputs, outputs_from_a_second_forward,
+            says=["train_epoch_with_outputs(MLP 2-8-3, 5 batches of 6, loss_fn, optimizer)[1]",
+                  "the values differ"])
+
+
+def test_an_epoch_that_returns_only_its_losses_earns_no_point():
+    for check in (lesson.check_epoch_steps, lesson.check_epoch_outputs):
+        failure(check, only_the_losses,
+                says=["train_epoch_with_outputs(MLP 2-8-3, 5 batches of", "the type is not the expected one",
+                      "expected: tuple", "(list)"])
+
+
+def test_the_mean_loss_instead_of_the_list_loses_the_steps_point():
+    failure(lesson.check_epoch_steps, the_mean_loss,
+            says=["train_epoch_with_outputs(MLP 2-8-3, 5 batches of 8, loss_fn, optimizer)[0]",
+                  "the type is not the expected one", "expected: list", "(float)"])
+    lesson.check_epoch_outputs(the_mean_loss)
+
+
+def test_an_epoch_that_ignores_the_loss_it_is_given_is_told_so():
+    def own_loss(model, batches, loss_fn, optimizer):
+        return good_epoch(model, batches, F.cross_entropy, optimizer)
+
+    for check in (lesson.check_epoch_steps, lesson.check_epoch_outputs):
+        failure(check, own_loss, says=["calls to loss_fn [train_epoch_with_outputs(", "expected: 5 (int)",
+                                       "got: 0 (int)"])
+
+
+def test_an_epoch_that_does_nothing_earns_no_point():
+    def stub(model, batches, loss_fn, optimizer):
+        pass
+
+    failure(lesson.check_epoch_steps, stub,
+            says=["calls to step() [train_epoch_with_outputs(", "expected: 5 (int)", "got: 0 (int)"])
+    failure(lesson.check_epoch_outputs, stub, says=["the type is not the expected one", "expected: tuple"])
 
 
 def test_residual_check():
@@ -561,36 +579,6 @@ def test_first_bad_step_checks():
             says=["calls to train_step", "expected: 4 (int)", "got: 6 (int)"])
 
 
-def test_final_step_checks():
-    lesson.check_final_step(good_final)
-    lesson.check_diagnose_finds_nothing(good_final)
-
-    def two_bugs(model, batch, optimizer):
-        x, y = batch
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        model.eval()
-        with torch.no_grad():
-            accuracy = (model(x).argmax(dim=1) == y).float().mean()
-        return loss.item(), accuracy.item()
-
-    def graph_while_evaluating(model, batch, optimizer):
-        loss = good_step(model.train(), batch, optimizer)
-        model.eval()
-        accuracy = (model(batch[0]).argmax(dim=1) == batch[1]).float().mean().item()
-        model.train()
-        return loss, accuracy
-
-    failure(lesson.check_final_step, two_bugs,
-            says="got: forward pass (evaluation mode) → backward pass onto old gradients")
-    message = failure(lesson.check_final_step, graph_while_evaluating,
-                      says="expected: in order: forward pass (training mode) → backward pass → "
-                           "optimizer step() → forward pass (evaluation mode), no graph")
-    assert message.split("got: ")[1].splitlines()[0].endswith("→ forward pass (evaluation mode)"), message
-    failure(lesson.check_diagnose_finds_nothing, two_bugs, says=["findings of diagnose", "grads_not_cleared"])
-
-
 def test_messages_speak_spanish_in_the_spanish_edition():
     course.set_language("es")
     with pytest.raises(CheckFailed) as caught:
@@ -608,7 +596,7 @@ def test_every_hint_speaks_both_languages_and_names_a_section():
     assert set(lesson.MORE_HINTS) == {texts["more"] for texts in lesson.HINTS.values() if "more" in texts}
 
 
-# ----------------------------------------------------------- exercises 14 and 15: hooks and a diagnosis
+# ------------------------------------------------------------ exercises 9 and 10: hooks and a diagnosis
 def statistics_by_hand(model, inputs, targets, loss_fn, optimizer, dead=None, clear=True):
     """No hooks: the layers run one by one, each output keeping its gradient (``retain_grad``)."""
     outputs, signal = [], inputs
@@ -746,7 +734,7 @@ def test_a_run_is_plain_data_cut_before_its_first_non_finite_step():
         assert lesson.training_run(kind, 7) == run
 
 
-# ------------------------------------------------------ exercises 16 and 17: two checks before a long run
+# ------------------------------------------------------ exercises 11 and 12: two checks before a long run
 def overfit_with_momentum(model, inputs, targets, loss_fn, max_steps):
     """Another optimizer, and the early stop decided before the step (that loss gets no step)."""
     sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -1080,73 +1068,23 @@ def test_every_grade_cell_but_the_concept_questions_is_judged_from_an_outcome():
     assert all(call.outcome.__module__ == lesson.__name__ for call in calls.judged(LESSON))
 
 
-def good_predict(model, x):
-    mode = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            return model(x)
-    finally:
-        model.train(mode)
-
-
-@torch.no_grad()
-def predict_on_a_copy(model, x):
-    return copy.deepcopy(model).eval()(x)
-
-
-def good_save(model, make_model, path):
-    torch.save(model.state_dict(), str(path))
-    new = make_model()
-    new.load_state_dict(torch.load(path, weights_only=True))
-    return new
-
-
-def switched_with_train_false_everywhere(model, batch, optimizer):
-    model.train(True)
-    for param in model.parameters():
-        param.grad = None
-    loss = nn.CrossEntropyLoss()(model(batch[0]), batch[1])
-    loss.backward()
-    optimizer.step()
-    return loss.item(), switched_with_train_false(model, *batch)
-
-
-class ReorderedClassifier(nn.Module):
-    """The asked layers, registered last one first: the judge's weights are drawn per shape."""
-
-    def __init__(self, n_in, n_hidden, n_classes):
-        super().__init__()
-        self.head = nn.Linear(n_hidden, n_classes)
-        self.trunk = nn.Sequential(nn.Linear(n_in, n_hidden), nn.ReLU())
-
-    def forward(self, x):
-        return self.head(self.trunk(x))
-
-    def predict_proba(self, x):
-        return self(x).softmax(dim=1)
-
-
 RIGHT_ANSWERS = {
     "as in the notebook": {},
     "written other ways": {
         "train_step_fixed": good_step, "clipped_train_step": good_clipped,
         "logits_on_model_device": lambda model, x: model(x.to(next(model.parameters()).device)),
-        "predict": good_predict, "save_and_reload": good_save, "Classifier": GoodClassifier,
-        "regression_loss": RIGHT_REGRESSION_LOSSES["by hand"], "train_epoch_fixed": good_epoch,
-        "evaluate_fixed": good_evaluate, "ResidualBlockFixed": GoodBlock,
+        "regression_loss": RIGHT_REGRESSION_LOSSES["by hand"], "train_epoch_with_outputs": good_epoch,
+        "ResidualBlockFixed": GoodBlock,
         "first_bad_step": good_first_bad_step, "BinaryClassifier": GoodBinaryClassifier,
         "overfit_one_batch": overfit_with_momentum, "lr_range_test": range_on_copies,
-        "train_step_final": good_final, "layer_statistics": statistics_by_hand,
+        "layer_statistics": statistics_by_hand,
         "diagnose_run": other_diagnosis, "fit_regressor_fixed": fit_regressor_other_way,
         "train_and_evaluate_fixed": train_and_evaluate_other_way,
         "FAULTS_FIT_REGRESSOR": sorted(FAULTS["fit_regressor"]),
         "FAULTS_TRAIN_AND_EVALUATE": tuple(FAULTS["train_and_evaluate"])},
     "others still": {
-        "predict": predict_on_a_copy,
-        "Classifier": ReorderedClassifier, "evaluate_fixed": on_a_copy,
         "regression_loss": RIGHT_REGRESSION_LOSSES["squeeze only a second dimension"],
-        "train_step_final": switched_with_train_false_everywhere},
+        "train_epoch_with_outputs": epoch_into_a_buffer},
 }
 
 
@@ -1184,97 +1122,6 @@ def clips_before_backward(model, batch, optimizer, max_norm=1.0):
     return loss.item()
 
 
-def predict_with_a_graph(model, x):
-    mode = model.training
-    model.eval()
-    output = model(x)
-    model.train(mode)
-    return output
-
-
-def predict_left_in_eval(model, x):
-    model.eval()
-    with torch.inference_mode():
-        return model(x)
-
-
-@torch.no_grad()
-def predict_in_the_mode_found(model, x):
-    return model(x)
-
-
-def pickled(model, make_model, path):
-    torch.save(model, path)
-    return torch.load(path, weights_only=False)
-
-
-def never_reads(model, make_model, path):
-    torch.save(model.state_dict(), path)
-    new = make_model()
-    new.load_state_dict(model.state_dict())
-    return new
-
-
-def returns_the_model_it_saved(model, make_model, path):
-    torch.save(model.state_dict(), path)
-    model.load_state_dict(torch.load(path))
-    return model
-
-
-def loads_weights_only(model, make_model, path):
-    """Parameters without BatchNorm's buffers: the running statistics stay at their defaults."""
-    torch.save(dict(model.named_parameters()), path)
-    new = make_model()
-    new.load_state_dict(torch.load(path), strict=False)
-    return new
-
-
-class Unnormalised(GoodClassifier):
-    def predict_proba(self, x):
-        return self(x).exp()
-
-
-def sums_tensors(model, batches, loss_fn, optimizer):
-    total = 0
-    for x, y in batches:
-        optimizer.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-        total = total + loss
-    return (total / len(batches)).item()
-
-
-KEPT = []
-
-
-def keeps_its_last_loss(model, batches, loss_fn, optimizer):
-    def remembering(outputs, targets):
-        KEPT[:] = [loss_fn(outputs, targets)]          # still there when the epoch returns
-        return KEPT[0]
-
-    return good_epoch(model, batches, remembering, optimizer)
-
-
-@torch.no_grad()
-def evaluates_in_the_mode_found(model, x, y):
-    return (model(x).argmax(dim=1) == y).float().mean().item()
-
-
-def always_train_after(model, x, y):
-    accuracy = good_evaluate(model, x, y)
-    model.train()
-    return accuracy
-
-
-def evaluates_with_a_graph(model, x, y):
-    mode = model.training
-    model.eval()
-    accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
-    model.train(mode)
-    return accuracy
-
-
 def off_by_one(train_step, model, batch, optimizer, max_steps):
     for step in range(max_steps):
         if not math.isfinite(float(train_step(model, batch, optimizer))):
@@ -1288,30 +1135,6 @@ def keeps_training(train_step, model, batch, optimizer, max_steps):
         if not math.isfinite(float(train_step(model, batch, optimizer))) and found is None:
             found = step
     return found
-
-
-def two_bugs(model, batch, optimizer):
-    x, y = batch
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        accuracy = (model(x).argmax(dim=1) == y).float().mean()
-    return loss.item(), accuracy.item()
-
-
-def left_in_eval(model, batch, optimizer):
-    loss = good_step(model.train(), batch, optimizer)
-    return loss, good_evaluate(model.eval(), *batch)
-
-
-def graph_while_evaluating(model, batch, optimizer):
-    loss = good_step(model.train(), batch, optimizer)
-    model.eval()
-    accuracy = (model(batch[0]).argmax(dim=1) == batch[1]).float().mean().item()
-    model.train()
-    return loss, accuracy
 
 
 SCRIPT_CELLS_BY_FAULT = {
@@ -1336,26 +1159,20 @@ WRONG_BEHAVIOURS = {
                      good_step(model, batch, optimizer)}, {"test_clipped_step_update"}),
     "the batch left where it was": ({"logits_on_model_device": lambda model, x: model(x)},
                                     {"test_logits_on_model_device"}),
-    "a prediction with a graph": ({"predict": predict_with_a_graph}, {"test_predict"}),
-    "a prediction that leaves evaluation mode on": ({"predict": predict_left_in_eval},
-                                                    {"test_predict_restores_mode"}),
-    "a prediction in the mode found": ({"predict": predict_in_the_mode_found},
-                                       {"test_predict", "test_predict_restores_mode"}),
-    "the whole model pickled": ({"save_and_reload": pickled}, {"test_save_and_reload"}),
-    "the file never read": ({"save_and_reload": never_reads}, {"test_save_and_reload"}),
-    "the saved model returned": ({"save_and_reload": returns_the_model_it_saved}, {"test_save_and_reload"}),
-    "BatchNorm's buffers left behind": ({"save_and_reload": loads_weights_only}, {"test_save_and_reload"}),
-    "a softmax in the model": ({"Classifier": SoftmaxClassifier}, {"test_classifier_logits"}),
-    "probabilities that do not add up to 1": ({"Classifier": Unnormalised}, {"test_classifier_proba"}),
     "(N, 1) against (N,)": ({"regression_loss": F.mse_loss}, {"test_regression_loss"}),
-    "a running total that keeps every graph": ({"train_epoch_fixed": sums_tensors},
-                                               {"test_train_epoch_fixed"}),
-    "the last graph kept": ({"train_epoch_fixed": keeps_its_last_loss}, {"test_train_epoch_fixed"}),
-    "evaluation in the mode found": ({"evaluate_fixed": evaluates_in_the_mode_found},
-                                     {"test_evaluate_accuracy", "test_evaluate_restores_mode"}),
-    "evaluation that always goes back to training": ({"evaluate_fixed": always_train_after},
-                                                      {"test_evaluate_restores_mode"}),
-    "evaluation with a graph": ({"evaluate_fixed": evaluates_with_a_graph}, {"test_evaluate_accuracy"}),
+    "outputs kept with their graph": ({"train_epoch_with_outputs": outputs_kept_with_their_graph},
+                                      {"test_epoch_outputs_kept"}),
+    "outputs not detached": ({"train_epoch_with_outputs": outputs_not_detached}, {"test_epoch_outputs_kept"}),
+    "the loss tensors kept until the end": ({"train_epoch_with_outputs": losses_kept_as_tensors},
+                                            {"test_epoch_outputs_kept"}),
+    "the last graph kept": ({"train_epoch_with_outputs": keeps_its_last_loss}, {"test_epoch_outputs_kept"}),
+    # a forward pass too many per batch, whose outputs are taken after the update
+    "outputs from a second forward": ({"train_epoch_with_outputs": outputs_from_a_second_forward},
+                                      {"test_epoch_outputs_steps", "test_epoch_outputs_kept"}),
+    "the mean loss instead of the list": ({"train_epoch_with_outputs": the_mean_loss},
+                                          {"test_epoch_outputs_steps"}),
+    "only the losses returned": ({"train_epoch_with_outputs": only_the_losses},
+                                 {"test_epoch_outputs_steps", "test_epoch_outputs_kept"}),
     "an in-place residual": ({"ResidualBlockFixed": InPlaceBlock}, {"test_residual_block_fixed"}),
     "steps counted from 0": ({"first_bad_step": off_by_one}, {"test_first_bad_step"}),
     "training on after the bad step": ({"first_bad_step": keeps_training}, {"test_first_bad_step"}),
@@ -1365,11 +1182,6 @@ WRONG_BEHAVIOURS = {
                                         {"test_binary_classifier_logits", "test_binary_classifier_proba"}),
     "logits given as probabilities": ({"BinaryClassifier": ProbabilitiesAsLogits},
                                       {"test_binary_classifier_proba"}),
-    "section 13's two bugs": ({"train_step_final": two_bugs},
-                              {"test_train_step_final", "test_train_step_final_diagnose"}),
-    "the model left in evaluation mode": ({"train_step_final": left_in_eval}, {"test_train_step_final"}),
-    "a graph while measuring the accuracy": ({"train_step_final": graph_while_evaluating},
-                                             {"test_train_step_final", "test_train_step_final_diagnose"}),
     "a rate too small to memorise": ({"overfit_one_batch": overfit_too_slowly},
                                      {"test_overfit_one_batch_fits"}),
     "losses measured after their steps": ({"overfit_one_batch": overfit_reporting_after},

@@ -340,34 +340,20 @@ def resume(path, run):
 ''',
     },
     "05_debugging_lab": {
-        # saves the whole model object, which torch.load (weights_only=True) refuses to read
-        "save_and_reload": '''
-def save_and_reload(model, make_model, path):
-    torch.save(model, path)
-    fresh = make_model()
-    fresh.load_state_dict(torch.load(path).state_dict())
-    return fresh
-''',
-        # the total is still a tensor: every batch's graph stays alive until the end
-        "train_epoch_fixed": '''
-def train_epoch_fixed(model, batches, loss_fn, optimizer):
-    total = 0.0
+        # the outputs are kept as the step left them and cut loose only once the epoch is over: every
+        # batch's graph stays alive until then
+        "train_epoch_with_outputs": '''
+def train_epoch_with_outputs(model, batches, loss_fn, optimizer):
+    losses, kept = [], []
     for x, y in batches:
         optimizer.zero_grad()
-        loss = loss_fn(model(x), y)
+        logits = model(x)
+        loss = loss_fn(logits, y)
         loss.backward()
         optimizer.step()
-        total = total + loss
-    return (total / len(batches)).item()
-''',
-        # always back to training mode, even when the model came in evaluation mode
-        "evaluate_fixed": '''
-def evaluate_fixed(model, x, y):
-    model.eval()
-    with torch.no_grad():
-        accuracy = (model(x).argmax(dim=1) == y).float().mean().item()
-    model.train()
-    return accuracy
+        losses.append(loss.item())
+        kept.append(logits)
+    return losses, torch.cat(kept).detach()
 ''',
         # the sigmoid stays at the end of the model: BCEWithLogitsLoss applies it a second time
         "binary_classifier": '''
@@ -390,19 +376,6 @@ def first_bad_step(train_step, model, batch, optimizer, max_steps):
         if not math.isfinite(float(loss)):
             return step
     return None
-''',
-        # fixes the gradients but not the mode: the model is left in evaluation mode
-        "train_step_final": '''
-def train_step_final(model, batch, optimizer):
-    x, y = batch
-    optimizer.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        accuracy = (model(x).argmax(dim=1) == y).float().mean()
-    return loss.item(), accuracy.item()
 ''',
         # the update ratio measured on the gradient (‖∇w‖ / ‖w‖), not on the step's change of the weights
         "layer_statistics": '''

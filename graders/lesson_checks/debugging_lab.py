@@ -12,42 +12,33 @@ import copy
 import functools
 import gc
 import math
-import re
 import sys
-import tempfile
 import warnings
 import weakref
 import zlib
-from pathlib import Path
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course import training
-from course.diagnose import diagnose
 from graders import checks
 from graders.lesson_checks import concept_questions, lesson_hints
 
 __all__ = ["HINTS", "MORE_HINTS", "check_binary_classifier_learns", "check_binary_predict_proba",
-           "check_block", "check_classifier_learns", "check_clipped_order",
-           "check_clipped_update", "check_concepts", "check_diagnose_finds_nothing",
-           "check_diagnose_lr_too_high", "check_diagnose_vanishing", "check_evaluate_accuracy",
-           "check_evaluate_restores_mode", "check_final_step",
-           "check_first_bad_step_by_hand", "check_first_bad_step_on_training",
-           "check_first_bad_step_scripted", "check_like_reference", "check_layer_statistics_backward",
-           "check_layer_statistics_forward", "check_layer_statistics_update", "check_logits_on_model_device",
+           "check_block", "check_clipped_order", "check_clipped_update", "check_concepts",
+           "check_diagnose_lr_too_high", "check_diagnose_vanishing", "check_epoch_outputs",
+           "check_epoch_steps", "check_fault_names", "check_first_bad_step_by_hand",
+           "check_first_bad_step_on_training", "check_first_bad_step_scripted",
+           "check_fit_regressor_epochs", "check_fit_regressor_one_batch", "check_fit_regressor_one_epoch",
+           "check_layer_statistics_backward", "check_layer_statistics_forward",
+           "check_layer_statistics_update", "check_like_reference", "check_logits_on_model_device",
            "check_lr_range_test_restores", "check_lr_range_test_steps", "check_overfit_one_batch_fits",
-           "check_overfit_one_batch_losses",
-           "check_fault_names", "check_fit_regressor_epochs", "check_fit_regressor_one_batch",
-           "check_fit_regressor_one_epoch", "check_train_and_evaluate_epochs",
-           "check_train_and_evaluate_one_step", "check_train_and_evaluate_returned", "grade_fault_named",
-           "show_fault_kinds",
-           "check_predict", "check_predict_proba", "check_predict_restores_mode", "check_regression_loss",
-           "check_regression_loss_by_hand", "check_residual_by_hand", "check_save_and_reload",
-           "check_train_epoch", "check_train_step", "classification_batch", "epoch_as_step",
-           "grade_concepts", "grads_of", "mlp", "show_questions"]
+           "check_overfit_one_batch_losses", "check_regression_loss", "check_regression_loss_by_hand",
+           "check_residual_by_hand", "check_train_and_evaluate_epochs",
+           "check_train_and_evaluate_one_step", "check_train_and_evaluate_returned", "check_train_step",
+           "classification_batch", "epoch_losses_as_step", "grade_concepts", "grade_fault_named", "grads_of",
+           "mlp", "show_fault_kinds", "show_questions"]
 
 # ------------------------------------------------------------------------------------------- hints
 HINTS, MORE_HINTS = lesson_hints(__name__)
@@ -59,8 +50,7 @@ show_questions, check_concepts, grade_concepts = concept_questions(__name__)
 # every check that runs one.
 _COURSE_LOOPS = [(training, name) for name in ("run_epoch", "fit_model", "predict", "progress")]
 SHORTCUTS = dict.fromkeys(["check_train_step", "check_like_reference", "check_clipped_order",
-                           "check_clipped_update", "check_train_epoch", "check_evaluate_accuracy",
-                           "check_evaluate_restores_mode", "check_final_step"], _COURSE_LOOPS)
+                           "check_clipped_update", "check_epoch_steps", "check_epoch_outputs"], _COURSE_LOOPS)
 _LOOPS_OFF = checks.both("en este ejercicio el bucle lo escribes tú: {name} no está disponible",
                          "in this exercise you write the loop yourself: {name} is unavailable")
 
@@ -88,12 +78,6 @@ def mlp(n_in: int, n_hidden: int, n_out: int, *, batchnorm=False, dropout=0.0, a
     return nn.Sequential(*layers, nn.Linear(n_hidden, n_out))
 
 
-def _warmed_up(model, n_in: int, generator):
-    """The model after one training-mode forward: BatchNorm's running statistics leave their defaults."""
-    model(torch.randn(32, n_in, generator=generator))
-    return model
-
-
 def _leave_old_gradients(model, value: float = 0.5) -> None:
     """Fill ``.grad`` as an earlier step would have left it."""
     for param in model.parameters():
@@ -104,10 +88,6 @@ def _leave_old_gradients(model, value: float = 0.5) -> None:
 def _eval_outputs(model, x):
     """What the model gives in evaluation mode, computed on a copy (the original is not touched)."""
     return copy.deepcopy(model).train(False)(x)
-
-
-def _hit_rate(logits, y) -> float:
-    return (logits.argmax(dim=1) == y).float().mean().item()
 
 
 # -------------------------------------------------------------------------- the trace and its spies
@@ -344,160 +324,7 @@ def check_logits_on_model_device(logits_on_model_device, lesson_device, seed=504
             checks.check_close(got.cpu(), _eval_outputs(model, x), name=name, hint=hint)
 
 
-# ----------------------------------------------------------------------------- exercise 4: predict
-def _saved_bytes_during(function, *args):
-    """Run ``function(*args)``: its result, and the bytes autograd saved for a backward pass."""
-    saved = []
-
-    def pack(tensor):
-        saved.append(tensor.numel() * tensor.element_size())
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        result = function(*args)
-    return result, sum(saved)
-
-
-@checks.keeps_random_state
-def check_predict(predict, seed=505, n_in=4, dropout=0.5, n=8):
-    """A model in training mode: the output is the evaluation-mode one, with no graph at all."""
-    g = checks.seeded_generator(seed)
-    model = _warmed_up(mlp(n_in, 32, 2, batchnorm=True, dropout=dropout), n_in, g)
-    x = torch.randn(n, n_in, generator=g)
-    expected = _eval_outputs(model, x)
-    name = f"predict(MLP with BatchNorm and Dropout({dropout}), x)"
-    hint = HINTS["predict"]
-    got, saved = checks.check_runs(_saved_bytes_during, predict, model, x, name=name, hint=hint)
-    checks.check_close(got, expected, name=name, hint=hint)
-    checks.check_equal(got.requires_grad, False, name=f"{name}.requires_grad", hint=hint)
-    checks.check_true(got.grad_fn is None, name=f"{name}.grad_fn", hint=hint, expected="None",
-                      got=str(got.grad_fn))
-    checks.check_equal(saved, 0, hint=hint, name=checks.both(
-        f"bytes que autograd guardó para una pasada hacia atrás durante {name}",
-        f"bytes autograd saved for a backward pass during {name}"))
-
-
-@checks.keeps_random_state
-def check_predict_restores_mode(predict, seed=516, modes=(True, False, True)):
-    """The model runs in evaluation mode and leaves ``predict`` in the mode it arrived in (bug 9 of
-    this lab is leaving it in evaluation mode); a ``predict`` that never runs the model fails too."""
-    _check_restores_mode(predict, "predict", seed, modes, with_labels=False)
-
-
-# -------------------------------------------------------------------- exercise 5: save_and_reload
-def _small_model():
-    return mlp(3, 6, 2, batchnorm=True)
-
-
-@checks.keeps_random_state
-def check_save_and_reload(save_and_reload, make_model=_small_model, n_in=3, seed=506,
-                          label="MLP 3-6-2 with BatchNorm"):
-    """The file is a state_dict readable with ``weights_only=True``; the new model has its values."""
-    with checks.seeded(seed):
-        original = make_model()
-    original(torch.randn(10, n_in, generator=checks.seeded_generator(seed)))   # BatchNorm's statistics move
-    calls, loads = [], []
-    real_load = torch.load
-
-    def counting_make_model():
-        calls.append(1)
-        return make_model()
-
-    def spied_load(*args, **kwargs):
-        loads.append(args[:1])
-        return real_load(*args, **kwargs)
-
-    name = f"save_and_reload({label}, make_model, path)"
-    hint = HINTS["save_and_reload"]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "weights.pt"
-        with mock.patch.object(torch, "load", spied_load):
-            result = checks.check_runs(save_and_reload, original, counting_make_model, path, name=name,
-                                       hint=hint)
-        stored, described = _read_weights_only(path)
-    checks.check_true(isinstance(stored, dict), name=f"torch.load(path) [{label}]", hint=hint, got=described,
-                      expected=checks.both(
-                          "un state_dict (dict nombre → tensor) legible con weights_only=True",
-                          "a state_dict (dict name → tensor) readable with weights_only=True"))
-    checks.check_equal(len(calls), 1, name=checks.both("llamadas a make_model()", "calls to make_model()"),
-                       hint=hint)
-    checks.check_true(len(loads) >= 1, name=checks.both("llamadas a torch.load", "calls to torch.load"),
-                      hint=hint, got="0",
-                      expected=checks.both("al menos una: los pesos se leen del archivo",
-                                           "at least one: the weights are read from the file"))
-    checks.check_true(isinstance(result, nn.Module) and result is not original, name=name, hint=hint,
-                      expected=checks.both("el modelo nuevo que construyó make_model()",
-                                           "the new model make_model() built"),
-                      got=checks.describe(result))
-    expected, loaded = original.state_dict(), result.state_dict()
-    checks.check_equal(sorted(loaded), sorted(expected), name=f"sorted({name}.state_dict())", hint=hint)
-    for key, tensor in expected.items():
-        checks.check_close(loaded[key], tensor, name=f"{name}.state_dict()[{key!r}]", hint=hint)
-
-
-def _read_weights_only(path):
-    """What ``torch.load`` reads from ``path`` with its safe defaults, and how to show it."""
-    try:
-        stored = torch.load(path)
-        return stored, checks.describe(stored)
-    except Exception as error:  # an unpicklable or missing file is the wrong answer, shown as such
-        lines = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() or [""]
-        reason = next((line for line in lines if "Unsupported global" in line), lines[0])
-        return None, f"{type(error).__name__}: {reason.strip()[:200]}"
-
-
-# ------------------------------------------------------------------------- exercise 6: Classifier
-def _blobs_of(n, k, d, generator):
-    centers = 4 * torch.randn(k, d, generator=generator)
-    y = torch.randint(0, k, (n,), generator=generator)
-    return centers[y] + 0.5 * torch.randn(n, d, generator=generator), y
-
-
-@checks.keeps_random_state
-def check_classifier_learns(Classifier, seed=507, n_in=2, n_classes=3, steps=40):
-    """Trained with ``F.cross_entropy``, the loss goes well below the floor a softmax would impose."""
-    inputs, targets = _blobs_of(48, n_classes, n_in, checks.seeded_generator(seed))
-    hint = HINTS["classifier"]
-    with checks.seeded(seed):                  # the weights, and whatever the model draws as it trains
-        net = Classifier(n_in, 16, n_classes)
-        checks.check_shape(net(inputs), (len(inputs), n_classes),
-                           name=f"Classifier({n_in}, 16, {n_classes})(x)", hint=hint)
-        adam = torch.optim.Adam(net.parameters(), lr=0.05)
-        for _ in range(steps):
-            adam.zero_grad(set_to_none=True)
-            objective = F.cross_entropy(net(inputs), targets)
-            objective.backward()
-            adam.step()
-    floor = math.log(1 + (n_classes - 1) / math.e)
-    checks.check_true(objective.item() < floor / 2, hint=hint, got=f"{objective.item():.4f}",
-                      name=checks.both(
-                          f"pérdida tras {steps} pasos de Adam [{n_classes} clases, {n_in} características]",
-                          f"loss after {steps} Adam steps [{n_classes} classes, {n_in} features]"),
-                      expected=checks.both(
-                          f"menos de {floor / 2:.3f} (con softmax dentro del modelo no baja de {floor:.3f})",
-                          f"below {floor / 2:.3f} (with softmax inside the model it cannot go "
-                          f"below {floor:.3f})"))
-
-
-@checks.keeps_random_state
-def check_predict_proba(Classifier, seed=508, n_in=4, n_classes=5, n=6):
-    """Probabilities: positive rows that add up to 1, whose logs differ from the logits by a constant."""
-    x = torch.randn(n, n_in, generator=checks.seeded_generator(seed))
-    name = f"Classifier({n_in}, 8, {n_classes}).predict_proba(x)"
-    hint = HINTS["classifier"]
-    with checks.seeded(seed):
-        net = Classifier(n_in, 8, n_classes)
-        probabilities = checks.check_runs(net.predict_proba, x, name=name, hint=hint)
-        logits = net(x)
-    checks.check_shape(probabilities, (n, n_classes), name=name, hint=hint)
-    checks.check_close(probabilities.sum(dim=1), torch.ones(n), name=f"{name}.sum(dim=1)", hint=hint)
-    shift = probabilities.log() - logits            # softmax only shifts each row of logits
-    checks.check_close(shift - shift[:, :1], torch.zeros(n, n_classes), hint=hint,
-                       name=checks.both(f"log({name}) - logits, menos su primera columna",
-                                        f"log({name}) - logits, minus its first column"))
-
-
-# -------------------------------------------------------------------- exercise 7: regression_loss
+# -------------------------------------------------------------------- exercise 4: regression_loss
 @checks.keeps_random_state
 def check_regression_loss(regression_loss, pred, target, expected, expected_grad):
     """No warning, a scalar equal to ``expected``, and ``expected_grad`` with respect to ``pred``."""
@@ -532,45 +359,72 @@ def check_regression_loss_by_hand(regression_loss):
                 check_regression_loss(regression_loss, p, t, mean, grad)
 
 
-# ------------------------------------------------------------------ exercise 8: train_epoch_fixed
+# ------------------------------------------------------------ exercise 5: train_epoch_with_outputs
 class _Tag:
-    """Hung on a loss's graph: it lives exactly as long as that graph."""
+    """Hung on a graph node: it lives exactly as long as that node."""
 
 
 class _TaggingLoss:
-    """Cross-entropy that tags each loss's graph and notes, at every batch, whether older graphs live."""
+    """Cross-entropy that tags each batch's graph (the loss's node and the outputs') and notes, at
+    every batch, how many earlier batches still have one alive."""
 
     def __init__(self):
-        self.tags, self.values, self.older_alive = [], [], []
+        self.tags, self.values, self.outputs, self.older_alive = [], [], [], []
 
     def __call__(self, output, target):
         value = F.cross_entropy(output, target)
         self.older_alive.append(self.alive(self.tags[:-1]))   # the previous batch's may still be alive
-        tag = _Tag()
-        value.grad_fn.metadata["tag"] = tag
-        self.tags.append(weakref.ref(tag))
+        nodes = [value.grad_fn, output.grad_fn]
+        self.tags.append([self._tag(node) for node in nodes if node is not None])
         self.values.append(value.item())
+        self.outputs.append(output.detach().clone())
         return value
 
     @staticmethod
-    def alive(tags) -> int:
-        if any(tag() is not None for tag in tags):
+    def _tag(node):
+        tag = _Tag()
+        node.metadata["tag"] = tag
+        return weakref.ref(tag)
+
+    @staticmethod
+    def alive(batches) -> int:
+        def living():
+            return sum(any(tag() is not None for tag in tags) for tags in batches)
+
+        if living():
             gc.collect()
-        return sum(tag() is not None for tag in tags)
+        return living()
+
+
+def _watched_epoch(check, answer, seed, n_batches, n_in, batch_size):
+    """The answer on fresh batches, a recording model and a spy SGD: what it returned, the trace,
+    the tagging loss, and the call's name."""
+    g = checks.seeded_generator(seed)
+    batches = [classification_batch(batch_size, n_in, 3, g) for _ in range(n_batches)]
+    model, optimizer, trace = _spied_setup(mlp(n_in, 8, 3), lr=0.1, old_gradients=False)
+    loss_fn = _TaggingLoss()
+    name = (f"train_epoch_with_outputs(MLP {n_in}-8-3, {n_batches} batches of {batch_size}, loss_fn, "
+            f"optimizer)")
+    with _watching_gradients(model, trace):
+        result = _run(check, answer, model, batches, loss_fn, optimizer, name=name,
+                      hint=HINTS["train_epoch_with_outputs"])
+    return result, trace, loss_fn, name
+
+
+def _check_pair(result, loss_fn, n_batches, name, hint) -> None:
+    """A pair was returned, and each batch's loss came from ``loss_fn``, whose graphs are tagged."""
+    checks.check_type(result, tuple, name=name, hint=hint)
+    checks.check_equal(len(result), 2, name=f"len({name})", hint=hint)
+    checks.check_equal(len(loss_fn.values), n_batches, hint=hint,
+                       name=checks.both(f"llamadas a loss_fn [{name}]", f"calls to loss_fn [{name}]"))
 
 
 @checks.keeps_random_state
-def check_train_epoch(train_epoch_fixed, seed=509, n_batches=5, n_in=2):
-    """A step per batch (forward, clean backward, update), the mean loss, and no graph kept."""
-    g = checks.seeded_generator(seed)
-    batches = [classification_batch(8, n_in, 3, g) for _ in range(n_batches)]
-    model, optimizer, trace = _spied_setup(mlp(n_in, 8, 3), lr=0.1, old_gradients=False)
-    loss_fn = _TaggingLoss()
-    name = f"train_epoch_fixed(MLP {n_in}-8-3, {n_batches} batches, loss_fn, optimizer)"
-    hint = HINTS["train_epoch_fixed"]
-    with _watching_gradients(model, trace):
-        result = _run("check_train_epoch", train_epoch_fixed, model, batches, loss_fn, optimizer, name=name,
-                      hint=hint)
+def check_epoch_steps(train_epoch_with_outputs, seed=509, n_batches=5, n_in=2, batch_size=8):
+    """A step per batch (one forward, a clean backward, an update) and each batch's loss as a float."""
+    result, trace, loss_fn, name = _watched_epoch("check_epoch_steps", train_epoch_with_outputs, seed,
+                                                  n_batches, n_in, batch_size)
+    hint = HINTS["train_epoch_with_outputs"]
     events = [event for event in trace.events if event != "step"]
     checks.check_equal(trace.events.count("step"), n_batches, hint=hint,
                        name=checks.both(f"llamadas a step() [{name}]", f"calls to step() [{name}]"))
@@ -578,91 +432,46 @@ def check_train_epoch(train_epoch_fixed, seed=509, n_batches=5, n_in=2):
                       expected=checks.both(f"por lote: {_describe_events(['forward', 'backward'])}",
                                            f"per batch: {_describe_events(['forward', 'backward'])}"),
                       got=_describe_events(events))
-    checks.check_type(result, float, name=name, hint=hint)
-    checks.check_close(result, sum(loss_fn.values) / n_batches, name=name, hint=hint)
+    _check_pair(result, loss_fn, n_batches, name, hint)
+    checks.check_type(result[0], list, name=f"{name}[0]", hint=hint)
+    checks.check_equal(len(result[0]), n_batches, name=f"len({name}[0])", hint=hint)
+    for index, loss in enumerate(result[0]):
+        checks.check_type(loss, float, name=f"{name}[0][{index}]", hint=hint)
+    checks.check_close(torch.tensor(result[0]), torch.tensor(loss_fn.values), name=f"{name}[0]", hint=hint)
+
+
+@checks.keeps_random_state
+def check_epoch_outputs(train_epoch_with_outputs, seed=517, n_batches=5, n_in=2, batch_size=6):
+    """The outputs each step computed, in order, in one tensor that holds no graph; and no batch's
+    graph alive once the next batch computes its loss, nor when the epoch returns."""
+    result, _, loss_fn, name = _watched_epoch("check_epoch_outputs", train_epoch_with_outputs, seed,
+                                              n_batches, n_in, batch_size)
+    hint = HINTS["train_epoch_with_outputs"]
+    _check_pair(result, loss_fn, n_batches, name, hint)
+    outputs = result[1]
+    checks.check_type(outputs, torch.Tensor, name=f"{name}[1]", hint=hint)
+    checks.check_close(outputs.detach(), torch.cat(loss_fn.outputs), name=f"{name}[1]", hint=hint)
+    checks.check_equal(outputs.requires_grad, False, name=f"{name}[1].requires_grad", hint=hint)
     checks.check_equal(max(loss_fn.older_alive), 0, hint=hint,
-                       name=checks.both("grafos de lotes anteriores aún vivos durante la época",
-                                        "graphs of earlier batches still alive during the epoch"))
+                       name=checks.both("lotes anteriores con su grafo aún vivo durante la época",
+                                        "earlier batches whose graph is still alive during the epoch"))
     checks.check_equal(loss_fn.alive(loss_fn.tags), 0, hint=hint,
-                       name=checks.both(f"grafos aún vivos cuando {name} termina",
-                                        f"graphs still alive when {name} returns"))
+                       name=checks.both(f"lotes con su grafo aún vivo cuando {name} termina",
+                                        f"batches whose graph is still alive when {name} returns"))
 
 
-def epoch_as_step(train_epoch):
-    """An epoch function called as a step, ``(model, batches, optimizer)``: for check_like_reference."""
+def epoch_losses_as_step(train_epoch):
+    """An epoch function that returns ``(losses, ...)`` called as a step, ``(model, batches,
+    optimizer)``, returning its losses as a tuple: for check_like_reference."""
     def step(model, batches, optimizer):
-        return train_epoch(model, batches, F.cross_entropy, optimizer)
+        returned = train_epoch(model, batches, F.cross_entropy, optimizer)
+        return tuple(returned[0]) if isinstance(returned, tuple) else returned
 
     step.__name__ = train_epoch.__name__
     return step
 
 
-# --------------------------------------------------------------------- exercise 9: evaluate_fixed
-@checks.keeps_random_state
-def check_evaluate_accuracy(evaluate_fixed, seed=510, n_in=3, n_classes=4, dropout=0.5, n=40, training=True):
-    """Labels built so that the evaluation-mode accuracy is known; no graph, BatchNorm untouched."""
-    g = checks.seeded_generator(seed)
-    model = _warmed_up(mlp(n_in, 24, n_classes, batchnorm=True, dropout=dropout), n_in, g).train(training)
-    x = torch.randn(n, n_in, generator=g)
-    predicted = _eval_outputs(model, x).argmax(dim=1)
-    right = torch.rand(n, generator=g) < 0.6
-    y = torch.where(right, predicted, (predicted + 1) % n_classes)
-    buffers = {key: value.clone() for key, value in model.named_buffers()}
-    name = f"evaluate_fixed(MLP with BatchNorm and Dropout({dropout}), x, y)"
-    hint = HINTS["evaluate_fixed"]
-    with checks.shortcuts_off(SHORTCUTS["check_evaluate_accuracy"], evaluate_fixed, message=_LOOPS_OFF):
-        got, saved = checks.check_runs(_saved_bytes_during, evaluate_fixed, model, x, y, name=name, hint=hint)
-    checks.check_type(got, float, name=name, hint=hint)
-    checks.check_close(got, right.float().mean().item(), name=name, hint=hint)
-    for key, value in model.named_buffers():
-        checks.check_close(value, buffers[key], hint=hint,
-                           name=checks.both(f"{key} (BatchNorm no debe actualizarse al evaluar)",
-                                            f"{key} (BatchNorm must not update while evaluating)"))
-    checks.check_equal(saved, 0, hint=hint, name=checks.both(f"bytes que autograd guardó durante {name}",
-                                                             f"bytes autograd saved during {name}"))
-
-
-@checks.keeps_random_state
-def check_evaluate_restores_mode(evaluate_fixed, seed=511, modes=(True, False, True)):
-    """Whatever mode the model arrives in, it is run in evaluation mode (BatchNorm and Dropout
-    included), and it leaves in the mode it arrived in, and so do its layers. A function that never
-    runs the model has evaluated nothing, and restored nothing either."""
-    _check_restores_mode(evaluate_fixed, "evaluate_fixed", seed, modes, with_labels=True,
-                         shortcuts=SHORTCUTS["check_evaluate_restores_mode"])
-
-
-def _check_restores_mode(answer, exercise: str, seed, modes, *, with_labels: bool, shortcuts=()) -> None:
-    """``answer(model, x[, y])`` on a model with BatchNorm and Dropout arriving in each of ``modes``:
-    at least one pass in evaluation mode per layer, and every mode given back as it was found."""
-    hint = HINTS[exercise]
-    model = mlp(3, 8, 2, batchnorm=True, dropout=0.4)
-    x, y = classification_batch(10, 3, 2, checks.seeded_generator(seed))
-    layers = {"model[1] (BatchNorm1d)": model[1], "model[3] (Dropout)": model[3]}
-    for start in modes:
-        model.train(start)
-        mode = "train" if start else "eval"
-        seen, handles = checks.modes_seen(layers)
-        try:
-            checks.run_answer(answer, model, x, *([y] if with_labels else []), name=f"{exercise} [{mode}]",
-                              hint=hint, shortcuts=shortcuts, message=_LOOPS_OFF)
-        finally:
-            for handle in handles:
-                handle.remove()
-        for key in layers:
-            flags = [training for name, training in seen if name == key]
-            checks.check_true(False in flags, hint=hint,
-                              name=checks.both(f"{key} durante {exercise} [{mode}]",
-                                               f"{key} during {exercise} [{mode}]"),
-                              expected=checks.both("al menos una pasada en modo evaluación (training=False)",
-                                                   "at least one pass in evaluation mode (training=False)"),
-                              got=checks.both(f"{len(flags)} pasadas, {flags.count(False)} en evaluación",
-                                              f"{len(flags)} passes, {flags.count(False)} in evaluation"))
-        for key, module in [("model", model), *layers.items()]:
-            checks.check_equal(module.training, start, hint=hint,
-                               name=f"{key}.training [{mode} → {exercise}]")
-
-
-# ------------------------------------------------------------- exercise 10: residual_block_fixed
+# ------------------------------------------------------------- exercise 6: residual_block_fixed
 def _block_and_grads(block, x, out_grad):
     """The block's output on ``x`` and its gradients with respect to x, fc.weight and fc.bias."""
     out = block(x)
@@ -720,7 +529,7 @@ def grads_of(reference_forward):
     return grads
 
 
-# ------------------------------------------------------------------- exercise 11: first_bad_step
+# ------------------------------------------------------------------- exercise 7: first_bad_step
 def _scripted(losses):
     """A train_step that returns the given losses one after another, and the list of its calls."""
     calls = []
@@ -782,7 +591,13 @@ def check_first_bad_step_on_training(first_bad_step, seed=513, lr=0.05, max_step
                        name=checks.both(f"llamadas a train_step [{name}]", f"calls to train_step [{name}]"))
 
 
-# ------------------------------------------------------------------- exercise 12: BinaryClassifier
+# ------------------------------------------------------------------- exercise 8: BinaryClassifier
+def _blobs_of(n, k, d, generator):
+    centers = 4 * torch.randn(k, d, generator=generator)
+    y = torch.randint(0, k, (n,), generator=generator)
+    return centers[y] + 0.5 * torch.randn(n, d, generator=generator), y
+
+
 def _binary_blobs(n, d, generator):
     """Two clouds of points; the labels are floats, 0.0 or 1.0, as ``BCEWithLogitsLoss`` takes them."""
     x, y = _blobs_of(n, 2, d, generator)
@@ -874,44 +689,7 @@ def check_binary_predict_proba(BinaryClassifier, seed=518, n_in=3, n=10, steps=4
                                            "sigmoid applied twice keeps them between 0.5 and 0.73)"))
 
 
-# ------------------------------------------------------------------ exercise 13: train_step_final
-@checks.keeps_random_state
-def check_final_step(train_step_final, seed=514, n_in=2, n_classes=3):
-    """The model arrives in evaluation mode with old gradients: a clean training step, then the accuracy."""
-    x, y = classification_batch(16, n_in, n_classes, checks.seeded_generator(seed))
-    hint = HINTS["train_step_final"]
-    with checks.seeded(seed):
-        model, optimizer, trace = _spied_setup(mlp(n_in, 8, n_classes, batchnorm=True), lr=0.1)
-        model.train(False)                           # as the broken step of section 13 leaves it
-        for call in (1, 2, 3):
-            name = f"train_step_final(MLP with BatchNorm, batch, optimizer) [call {call}]"
-            result = _call_step("check_final_step", train_step_final, model, (x, y), optimizer, trace, name,
-                                "train_step_final")
-            _check_events(trace, ["forward", "backward", "step", "forward in eval+no graph"], name,
-                          "train_step_final")
-            checks.check_type(result, tuple, name=name, hint=hint)
-            checks.check_equal(len(result), 2, name=f"len({name})", hint=hint)
-            _check_loss_value(result[0], trace.outputs[0], y, f"{name}[0]", "train_step_final")
-            checks.check_type(result[1], float, name=f"{name}[1]", hint=hint)
-            checks.check_close(result[1], _hit_rate(trace.outputs[1], y), name=f"{name}[1]", hint=hint)
-            checks.check_equal(model.training, True, name=f"model.training [{name}]", hint=hint)
-            _check_step_used(trace, model, _delivered_grads(trace, model), call, "train_step_final")
-
-
-@checks.keeps_random_state
-def check_diagnose_finds_nothing(train_step_final, seed=515, n_in=2, n_classes=3):
-    """``course.diagnose`` watches a few steps on a model with BatchNorm and Dropout and sees no bug."""
-    batch = classification_batch(16, n_in, n_classes, checks.seeded_generator(seed))
-    with checks.seeded(seed):                  # the weights, and what Dropout draws during the steps
-        model = nn.Sequential(nn.Linear(n_in, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.2),
-                              nn.Linear(8, n_classes))
-        found = diagnose(train_step_final, model, batch, show=False)
-    checks.check_equal([finding.code for finding in found], [], hint=HINTS["train_step_final_diagnose"],
-                       name=checks.both("hallazgos de diagnose(train_step_final, ...)",
-                                        "findings of diagnose(train_step_final, ...)"))
-
-
-# ------------------------------------------------------------- exercise 14: layer_statistics
+# ------------------------------------------------------------- exercise 9: layer_statistics
 # The expected statistics come from torch itself, on a copy of the model: its layers run one by
 # one, autograd.grad on their outputs, and plain SGD's update worked out from the weights' gradients.
 STATISTICS = ("activation_std", "dead_share", "grad_norm", "update_ratio")
@@ -1088,7 +866,7 @@ def check_layer_statistics_update(layer_statistics, depths=(2, 3, 4)):
         checks.check_equal(model.training, True, name=f"model.training [{name}]", hint=hint)
 
 
-# ---------------------------------------------------------------- exercise 15: diagnose_run
+# ---------------------------------------------------------------- exercise 10: diagnose_run
 # Runs of a few steps measured by this module's own collector, never the student's: healthy ones
 # (He initialisation, a learning rate whose first update is about 1e-3 of the weights), vanishing
 # ones (weights drawn far too small) and ones whose learning rate is far too high.
@@ -1318,99 +1096,6 @@ def logits_on_model_device_outcome(logits_on_model_device, seed, n_in, n_out, n)
     return on_cpu.detach().clone(), tuple(on_meta.shape), on_meta.device
 
 
-def _prediction_cases(generator):
-    return [(_seed(generator), _draw(generator, 2, 6), _rate(generator, 0.3, 0.7), _draw(generator, 2, 12),
-             training) for training in (True, False, True)]
-
-
-def predict_outcome(predict, seed, n_in, dropout, n, training) -> tuple:
-    """A warmed-up model with BatchNorm and Dropout, arriving in ``training`` mode: the output (the
-    evaluation-mode one), whether it requires grad or has a grad_fn, and the bytes autograd saved."""
-    generator = checks.seeded_generator(seed)
-    with checks.seeded(seed):
-        model = _warmed_up(mlp(n_in, 16, 3, batchnorm=True, dropout=dropout), n_in, generator).train(training)
-        x = torch.randn(n, n_in, generator=generator)
-        got, saved = _saved_bytes_during(predict, model, x)
-    return got.detach().clone(), got.requires_grad, got.grad_fn is None, saved
-
-
-def _mode_sequences(generator):
-    return [(_seed(generator), [bool(flag) for flag in torch.randint(0, 2, (4,), generator=generator)])
-            for _ in range(2)] + [(_seed(generator), [True, False, True])]
-
-
-def _modes_after(answer, seed, modes, with_labels: bool) -> list:
-    """For each mode the model arrives in: its mode and its layers' after the call, and whether
-    BatchNorm and Dropout ran at least once in evaluation mode during it."""
-    x, y = classification_batch(10, 3, 2, checks.seeded_generator(seed))
-    with checks.seeded(seed):
-        model = mlp(3, 8, 2, batchnorm=True, dropout=0.4)
-    layers = {"batchnorm": model[1], "dropout": model[3]}
-    found = []
-    for start in modes:
-        model.train(start)
-        seen, handles = checks.modes_seen(layers)
-        try:
-            with checks.seeded(seed):
-                answer(model, x, *([y] if with_labels else []))
-        finally:
-            for handle in handles:
-                handle.remove()
-        found.append((model.training, [module.training for module in model.modules()],
-                      [False in [training for name, training in seen if name == key] for key in layers]))
-    return found
-
-
-def predict_restores_mode_outcome(predict, seed, modes) -> list:
-    """After each call: the model's mode and its layers', and whether they ran in evaluation mode."""
-    return _modes_after(predict, seed, modes, with_labels=False)
-
-
-def _reload_cases(generator):
-    return [(_seed(generator), _draw(generator, 2, 8), _draw(generator, 2, 8)) for _ in range(2)]
-
-
-def save_and_reload_outcome(save_and_reload, seed, n_in, n_hidden) -> dict:
-    """A model with BatchNorm whose statistics moved, saved and reloaded: what the file holds when
-    read with ``weights_only=True``, the state of the model returned, whether it is a new one, how
-    many times ``make_model`` and ``torch.load`` were called."""
-    generator = checks.seeded_generator(seed)
-    calls, loads = [], []
-    real_load = torch.load
-
-    def build(offset):
-        with checks.seeded(seed + offset):
-            return nn.Sequential(nn.Linear(n_in, n_hidden), nn.BatchNorm1d(n_hidden), nn.Tanh(),
-                                 nn.Linear(n_hidden, n_in, bias=False))
-
-    def make_model():
-        calls.append(1)
-        return build(len(calls))
-
-    def spied_load(*args, **kwargs):
-        loads.append(1)
-        return real_load(*args, **kwargs)
-
-    original = build(0)
-    original(torch.randn(10, n_in, generator=generator))      # BatchNorm's statistics move
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "weights.pt"
-        with mock.patch.object(torch, "load", spied_load):
-            result = save_and_reload(original, make_model, path)
-        stored, described = _read_weights_only(path)
-    if isinstance(stored, dict) and all(isinstance(value, torch.Tensor) for value in stored.values()):
-        stored = {str(key): value.clone() for key, value in stored.items()}
-    else:
-        stored = f"not a state_dict: {type(stored).__name__}"
-    return {"file": stored, "model": _state(result), "new model": result is not original,
-            "make_model calls": len(calls), "read from the file": len(loads) >= 1}
-
-
-def _classifier_cases(generator):
-    return [(_draw(generator, 2, 5), _draw(generator, 7, 12), _draw(generator, 3, 6), _seed(generator))
-            for _ in range(2)]
-
-
 def _trained_logits(net, x, y, loss_fn, held_out, steps=6):
     """The logits on ``held_out``, then the losses of ``steps`` Adam steps on (x, y) and the
     held-out logits again."""
@@ -1424,29 +1109,6 @@ def _trained_logits(net, x, y, loss_fn, held_out, steps=6):
         adam.step()
         losses.append(objective.item())
     return before, torch.tensor(losses), net(held_out).detach().clone()
-
-
-def classifier_outcome(Classifier, n_in, n_hidden, n_classes, seed) -> tuple:
-    """``Classifier`` with its weights drawn from ``seed``: the logits on held-out inputs, then the
-    cross-entropy of a few Adam steps and the held-out logits after them (a softmax in the model
-    changes all three)."""
-    generator = checks.seeded_generator(seed)
-    x, y = _blobs_of(24, n_classes, n_in, generator)
-    held_out = 3 * torch.randn(5, n_in, generator=generator)
-    with checks.seeded(seed):
-        net = _filled_by_shape(Classifier(n_in, n_hidden, n_classes), seed)
-        return _trained_logits(net, x, y, F.cross_entropy, held_out)
-
-
-def classifier_proba_outcome(Classifier, n_in, n_hidden, n_classes, seed) -> tuple:
-    """``predict_proba`` on a batch: its shape, its rows' sums and how far it is from the softmax of
-    the model's own logits along dim=1."""
-    x = 3 * torch.randn(7, n_in, generator=checks.seeded_generator(seed))
-    with checks.seeded(seed):
-        net = _filled_by_shape(Classifier(n_in, n_hidden, n_classes), seed)
-        probabilities = net.predict_proba(x).detach().clone()
-        logits = net(x).detach()
-    return tuple(probabilities.shape), probabilities.sum(dim=1), probabilities - torch.softmax(logits, dim=1)
 
 
 def _regression_cases(generator):
@@ -1471,45 +1133,36 @@ def _epochs(generator):
              _rate(generator, 0.05, 0.3)) for _ in range(2)]
 
 
-def train_epoch_fixed_outcome(train_epoch_fixed, seed, n_batches, n_in, batch_size, lr) -> tuple:
-    """An epoch with a loss that tags each batch's graph: the mean returned (a float?), the weights
-    after, the losses computed, and the graphs of earlier batches alive during the epoch and at
-    its end (a running total kept as a tensor keeps them all)."""
+def _epoch_run(answer, seed, n_batches, n_in, batch_size, lr):
+    """An epoch on a small MLP with leftovers in ``.grad`` and a loss that tags each batch's graph:
+    what the answer returned, the model after, the loss, and how many forward passes it ran."""
     generator = checks.seeded_generator(seed)
     batches = [classification_batch(batch_size, n_in, 3, generator) for _ in range(n_batches)]
     loss_fn = _TaggingLoss()
+    forwards = []
     with checks.seeded(seed):
         model = mlp(n_in, 5, 3, activation=nn.Tanh)
+        model.register_forward_pre_hook(lambda *args: forwards.append(1))
         _leave_old_gradients(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-        result = train_epoch_fixed(model, batches, loss_fn, optimizer)
-    return (*_floats([result]), _state(model), torch.tensor(loss_fn.values, dtype=torch.float64),
-            max(loss_fn.older_alive, default=0), loss_fn.alive(loss_fn.tags))
+        return answer(model, batches, loss_fn, optimizer), model, loss_fn, len(forwards)
 
 
-def _evaluations(generator):
-    return [(_seed(generator), _draw(generator, 2, 5), _draw(generator, 2, 6), _rate(generator, 0.3, 0.8),
-             _draw(generator, 20, 60), training) for training in (True, False)]
+def epoch_steps_outcome(train_epoch_with_outputs, seed, n_batches, n_in, batch_size, lr) -> tuple:
+    """The losses returned (a list of floats?), the weights after, the losses computed and the
+    forward passes run (one per batch)."""
+    (losses, _), model, loss_fn, forwards = _epoch_run(train_epoch_with_outputs, seed, n_batches, n_in,
+                                                       batch_size, lr)
+    return (isinstance(losses, list), *_floats(losses), _state(model),
+            torch.tensor(loss_fn.values, dtype=torch.float64), forwards)
 
 
-def evaluate_fixed_outcome(evaluate_fixed, seed, n_in, n_classes, dropout, n, training) -> tuple:
-    """Labels built so that the evaluation-mode accuracy is known: the accuracy returned (a float?),
-    BatchNorm's statistics after (evaluating must not move them) and the bytes autograd saved."""
-    generator = checks.seeded_generator(seed)
-    with checks.seeded(seed):
-        model = _warmed_up(mlp(n_in, 24, n_classes, batchnorm=True, dropout=dropout), n_in, generator)
-        model.train(training)
-        x = torch.randn(n, n_in, generator=generator)
-        predicted = _eval_outputs(model, x).argmax(dim=1)
-        right = torch.rand(n, generator=generator) < 0.6
-        y = torch.where(right, predicted, (predicted + 1) % n_classes)
-        got, saved = _saved_bytes_during(evaluate_fixed, model, x, y)
-    return (*_floats([got]), _state(model), saved)
-
-
-def evaluate_restores_mode_outcome(evaluate_fixed, seed, modes) -> list:
-    """After each call: the model's mode and its layers', and whether they ran in evaluation mode."""
-    return _modes_after(evaluate_fixed, seed, modes, with_labels=True)
+def epoch_outputs_outcome(train_epoch_with_outputs, seed, n_batches, n_in, batch_size, lr) -> tuple:
+    """The outputs returned, whether they require grad, and how many batches kept their graph alive
+    during the epoch and at its end (outputs kept with their graph keep them all)."""
+    (_, outputs), _, loss_fn, _ = _epoch_run(train_epoch_with_outputs, seed, n_batches, n_in, batch_size, lr)
+    return (outputs.detach().clone(), outputs.requires_grad, max(loss_fn.older_alive, default=0),
+            loss_fn.alive(loss_fn.tags))
 
 
 def _blocks(generator):
@@ -1581,50 +1234,6 @@ def binary_predict_proba_outcome(BinaryClassifier, n_in, n_hidden, seed) -> tupl
         return net.predict_proba(x).detach().clone(), net.predict_proba(x[:1]).detach().clone()
 
 
-def train_step_final_outcome(train_step_final, seed, n_in, n_classes, n, lr, steps) -> tuple:
-    """A model with BatchNorm arriving in evaluation mode with leftovers in ``.grad``: the (loss,
-    accuracy) pairs returned (floats in a tuple?), the mode after each call, the bytes autograd saved
-    after step() (measuring the accuracy builds no graph), and the weights and BatchNorm's statistics
-    after (a step taken in evaluation mode moves neither alike)."""
-    x, y = classification_batch(n, n_in, n_classes, checks.seeded_generator(seed))
-    returned, modes, saved_after_step, stepped = [], [], [], []
-
-    def pack(tensor):
-        if stepped:
-            saved_after_step[-1] += tensor.numel() * tensor.element_size()
-        return tensor
-
-    with checks.seeded(seed):
-        model = mlp(n_in, 12, n_classes, batchnorm=True, activation=nn.Tanh)
-        _leave_old_gradients(model)
-        model.train(False)
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-        optimizer.register_step_post_hook(lambda *args: stepped.append(True))
-        for _ in range(steps):
-            stepped.clear()
-            saved_after_step.append(0)
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-                returned.append(train_step_final(model, (x, y), optimizer))
-            modes.append(model.training)
-    return ([isinstance(pair, tuple) for pair in returned], [_floats(pair) for pair in returned], modes,
-            saved_after_step, _state(model))
-
-
-def _diagnose_cases(generator):
-    return [(_seed(generator), _draw(generator, 2, 5), _draw(generator, 2, 5)) for _ in range(2)]
-
-
-def diagnose_outcome(train_step_final, seed, n_in, n_classes) -> list:
-    """The codes of what ``course.diagnose`` finds watching a few steps on a model with BatchNorm
-    and Dropout (none for a right step)."""
-    batch = classification_batch(16, n_in, n_classes, checks.seeded_generator(seed))
-    with checks.seeded(seed):
-        model = nn.Sequential(nn.Linear(n_in, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.2),
-                              nn.Linear(8, n_classes))
-        found = diagnose(train_step_final, model, batch, show=False, language="en")
-    return [finding.code for finding in found]
-
-
 def _statistics_requests(generator):
     return _statistics_cases(generator, (2, 3, 4))
 
@@ -1674,9 +1283,9 @@ def _diagnosis_runs(generator, other: str):
 
 
 # ---- section 15: overfit one batch, learning-rate range test
-# Exercise 16 watches the model it hands over: a forward hook notes each new set of weights the model
+# Exercise 11 watches the model it hands over: a forward hook notes each new set of weights the model
 # runs with and the loss of that forward pass, so that the losses returned can be matched with the
-# weights they were measured on, one per step, whatever optimizer the answer picked. Exercise 17
+# weights they were measured on, one per step, whatever optimizer the answer picked. Exercise 12
 # hands over a spy optimizer that notes each step's learning rates, gradients and weights, kept in a
 # log that copies of the optimizer share (an answer may run the test on copies).
 FIT_BELOW = 0.05        # the loss a memorised batch must reach, as the check measures it
@@ -2534,23 +2143,12 @@ JUDGED = [
                       outcome=clipped_train_step_outcome),
     checks.JudgedCall("test_logits_on_model_device", "logits_on_model_device", "logits_on_model_device",
                       _device_cases, outcome=logits_on_model_device_outcome),
-    checks.JudgedCall("test_predict", "predict", "predict", _prediction_cases, outcome=predict_outcome),
-    checks.JudgedCall("test_predict_restores_mode", "predict", "predict", _mode_sequences,
-                      outcome=predict_restores_mode_outcome),
-    checks.JudgedCall("test_save_and_reload", "save_and_reload", "save_and_reload", _reload_cases,
-                      outcome=save_and_reload_outcome),
-    checks.JudgedCall("test_classifier_logits", "Classifier", "classifier", _classifier_cases, TRAINING,
-                      outcome=classifier_outcome),
-    checks.JudgedCall("test_classifier_proba", "Classifier", "classifier", _classifier_cases,
-                      outcome=classifier_proba_outcome),
     checks.JudgedCall("test_regression_loss", "regression_loss", "regression_loss", _regression_cases,
                       outcome=regression_loss_outcome),
-    checks.JudgedCall("test_train_epoch_fixed", "train_epoch_fixed", "train_epoch_fixed", _epochs, TRAINING,
-                      outcome=train_epoch_fixed_outcome),
-    checks.JudgedCall("test_evaluate_accuracy", "evaluate_fixed", "evaluate_fixed", _evaluations, TRAINING,
-                      outcome=evaluate_fixed_outcome),
-    checks.JudgedCall("test_evaluate_restores_mode", "evaluate_fixed", "evaluate_fixed", _mode_sequences,
-                      outcome=evaluate_restores_mode_outcome),
+    checks.JudgedCall("test_epoch_outputs_steps", "train_epoch_with_outputs", "train_epoch_with_outputs",
+                      _epochs, TRAINING, outcome=epoch_steps_outcome),
+    checks.JudgedCall("test_epoch_outputs_kept", "train_epoch_with_outputs", "train_epoch_with_outputs",
+                      _epochs, TRAINING, outcome=epoch_outputs_outcome),
     checks.JudgedCall("test_residual_block_fixed", "ResidualBlockFixed", "residual_block_fixed", _blocks,
                       outcome=residual_block_fixed_outcome),
     checks.JudgedCall("test_first_bad_step", "first_bad_step", "first_bad_step", _loss_scripts,
@@ -2559,10 +2157,6 @@ JUDGED = [
                       TRAINING, outcome=binary_classifier_outcome),
     checks.JudgedCall("test_binary_classifier_proba", "BinaryClassifier", "binary_classifier", _binary_cases,
                       outcome=binary_predict_proba_outcome),
-    checks.JudgedCall("test_train_step_final", "train_step_final", "train_step_final", _training_steps,
-                      TRAINING, outcome=train_step_final_outcome),
-    checks.JudgedCall("test_train_step_final_diagnose", "train_step_final", "train_step_final",
-                      _diagnose_cases, outcome=diagnose_outcome),
     checks.JudgedCall("test_layer_statistics_forward", "layer_statistics", "layer_statistics",
                       _statistics_requests, STATISTICS_TOLERANCE, outcome=layer_statistics_forward_outcome),
     checks.JudgedCall("test_layer_statistics_backward", "layer_statistics", "layer_statistics",
