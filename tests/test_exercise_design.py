@@ -38,7 +38,7 @@ SHORTEST_ANSWER_LINE = 12
 LONGEST_VISIBLE_GRADE_CELL = 15
 # Repairs of a function the lab shows broken: the answer is the shown function with its bug fixed.
 COPIED_FROM_THE_LESSON = {f"05_debugging_lab {exercise}" for exercise in (
-    "clipped_train_step", "first_bad_step", "fit_regressor_fixed", "train_and_evaluate_fixed")}
+    "first_bad_step", "fit_regressor_fixed", "train_and_evaluate_fixed")}
 # Lines every training loop writes: shown everywhere, they give no exercise away (squeezed).
 IDIOMS = {"optimizer.zero_grad()", "loss.backward()", "optimizer.step()", "model.train()", "model.eval()",
           "withtorch.no_grad():", "x,y=x.to(device),y.to(device)", "returnloss.item()",

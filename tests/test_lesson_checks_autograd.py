@@ -270,6 +270,24 @@ def test_second_derivative():
     failure(lesson.check_second_derivative, marks_the_callers_x,
             says=["x.requires_grad", "expected: False (bool)", "got: True (bool)"])
 
+    # the task leaves the design to the student: one element at a time is right for any shape...
+    def element_by_element(f, x):
+        seconds = []
+        for value in x.reshape(-1):
+            leaf = value.detach().clone().requires_grad_(True)
+            (first,) = torch.autograd.grad(f(leaf), leaf, create_graph=True)
+            seconds.append(torch.autograd.grad(first, leaf)[0])
+        return torch.stack(seconds).reshape(x.shape)
+
+    lesson.check_second_derivative(element_by_element)
+
+    # ...but walking the first dimension only is right for one-dimensional x alone
+    def along_the_first_dimension(f, x):
+        return torch.stack([element_by_element(f, value.reshape(1))[0] for value in x])
+
+    failure(lesson.check_second_derivative, along_the_first_dimension,
+            says=["second_derivative(torch.sin, x (2,", "raised"])
+
 
 def test_second_derivative_refuses_the_library_hessian():
     failure(lesson.check_second_derivative,

@@ -325,6 +325,19 @@ def test_tensor_bytes():
     failure(lesson.check_tensor_bytes, lambda shape, dtype: math.prod(shape) * dtype.itemsize / 1,
             says=["the type is not the expected one", "expected: int", "got: 4194304.0 (float)"])
 
+    def from_the_bits(shape, dtype):   # another way: each element's bits as finfo/iinfo tell them
+        if dtype == torch.bool:
+            return torch.Size(shape).numel()
+        if dtype.is_complex:   # two floats
+            return 2 * torch.Size(shape).numel() * torch.finfo(dtype).bits // 8
+        info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+        return torch.Size(shape).numel() * info.bits // 8
+
+    lesson.check_tensor_bytes(from_the_bits)
+    wrong = defined(LESSON, "tensor_bytes", torch=torch, math=math)["tensor_bytes"]
+    failure(lesson.check_tensor_bytes, wrong,
+            says=["tensor_bytes((5, 3), torch.complex64): is not right", "expected: 120", "got: 60"])
+
 
 def test_tensor_bytes_check_refuses_the_course_helper():
     def through_the_helper(shape, dtype):

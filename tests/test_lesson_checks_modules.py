@@ -146,16 +146,34 @@ def test_the_library_mlp_is_refused_inside_the_checks_and_works_outside(check):
 # Exercise 2 · ResidualBlock --------------------------------------------------------------------------
 
 class Block(nn.Module):
-    def __init__(self, dim, hidden, skip=True, relu=True):
+    """Right by default; each flag is a mistake: no skip, no activation, no normalisation, or the
+    normalised input added back instead of the raw one."""
+
+    def __init__(self, dim, hidden, skip=True, relu=True, norm=True, normalised_skip=False):
         super().__init__()
+        self.norm = nn.LayerNorm(dim)
         self.fc1 = nn.Linear(dim, hidden)
         self.fc2 = nn.Linear(hidden, dim)
-        self.skip, self.relu = skip, relu
+        self.skip, self.relu, self.use_norm, self.normalised_skip = skip, relu, norm, normalised_skip
 
     def forward(self, x):
-        inner = self.fc1(x)
+        normed = self.norm(x) if self.use_norm else x
+        inner = self.fc1(normed)
         inner = self.fc2(torch.relu(inner) if self.relu else inner)
-        return x + inner if self.skip else inner
+        kept = normed if self.normalised_skip else x
+        return kept + inner if self.skip else inner
+
+
+class NormFirstBlock(nn.Module):
+    """Right, written another way: the parts declared in another order, the sum written as a method."""
+
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(self.norm(x)))).add(x)
 
 
 class SwappedBlock(Block):
@@ -165,9 +183,10 @@ class SwappedBlock(Block):
 
 
 def test_residual_checks_pass_a_right_block():
-    lesson.check_residual_structure(Block, dim=6, hidden=10)
-    lesson.check_residual_structure(Block, dim=1, hidden=1)
-    lesson.check_residual_forward(Block)
+    for right in (Block, NormFirstBlock):
+        lesson.check_residual_structure(right, dim=6, hidden=10)
+        lesson.check_residual_structure(right, dim=1, hidden=1)
+        lesson.check_residual_forward(right)
 
 
 def test_residual_structure_fails_wrong_shapes():
@@ -175,19 +194,30 @@ def test_residual_structure_fails_wrong_shapes():
             says=["ResidualBlock(6, 10).fc1.weight.shape", "expected: (10, 6)", "got: (6, 6)"])
 
 
-@pytest.mark.parametrize("wrong", [lambda dim, hidden: Block(dim, hidden, skip=False),
-                                   lambda dim, hidden: Block(dim, hidden, relu=False)])
-def test_residual_forward_fails_without_skip_or_activation(wrong):
-    failure(lesson.check_residual_forward, wrong,
+@pytest.mark.parametrize("mistake", [{"skip": False}, {"relu": False}, {"norm": False},
+                                     {"normalised_skip": True}])
+def test_residual_forward_fails_without_skip_activation_or_norm(mistake):
+    failure(lesson.check_residual_forward, lambda dim, hidden: Block(dim, hidden, **mistake),
             says=["ResidualBlock(2, 3)(x) with weights set by hand", "the values differ",
                   "expected: tensor(shape=(2, 2), dtype=torch.float32, device=cpu) "
-                  "[[2.5, -2.0], [9.5, -1.0]]"])
+                  "[[2.5, -2.0], [0.5, 5.0]]"])
+
+
+def test_residual_structure_fails_a_block_without_norm():
+    class TwoParts(nn.Module):
+        def __init__(self, dim, hidden):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    failure(lesson.check_residual_structure, TwoParts, dim=6, hidden=10,
+            says=["ResidualBlock(6, 10).norm", "expected: LayerNorm", "got: None"])
 
 
 def test_residual_forward_fails_a_block_without_fc1():
     class Unnamed(nn.Module):
         def __init__(self, dim, hidden):
             super().__init__()
+            self.norm = nn.LayerNorm(dim)
             self.first = nn.Linear(dim, hidden)
 
     failure(lesson.check_residual_forward, Unnamed,
@@ -742,8 +772,9 @@ def test_right_answers_written_other_ways_keep_every_judged_cell():
                  load_weights=load, init_weights=init, train_and_eval_outputs=outputs, ImageDataset=Images,
                  bce_with_logits=stable) == []
     read_by_position = lambda model, path: model.load_state_dict(torch.load(path, "cpu")) and model  # noqa: E731
-    assert _lost(MLP=SequentialMLP, init_weights=_normal_by_hand, train_and_eval_outputs=on_a_copy,
-                 ImageDataset=Pairs, bce_with_logits=stable_other_way, load_weights=read_by_position) == []
+    assert _lost(MLP=SequentialMLP, ResidualBlock=NormFirstBlock, init_weights=_normal_by_hand,
+                 train_and_eval_outputs=on_a_copy, ImageDataset=Pairs, bce_with_logits=stable_other_way,
+                 load_weights=read_by_position) == []
     assert _lost(train_and_eval_outputs=eval_first, ImageDataset=TensorLabels) == []
 
 
@@ -752,7 +783,7 @@ def test_the_judge_sees_the_mlp_and_residual_block_mistakes():
     assert _lost(MLP=lambda sizes: ListMLP(sizes, relu_after_last=True)) == ["test_mlp_forward"]
     assert _lost(MLP=lambda sizes: ListMLP(sizes, relu=False)) == ["test_mlp_forward"]
     assert _lost(ResidualBlock=SwappedBlock) == ["test_residual_forward", "test_residual_structure"]
-    for mistake in ({"skip": False}, {"relu": False}):
+    for mistake in ({"skip": False}, {"relu": False}, {"norm": False}, {"normalised_skip": True}):
         assert _lost(ResidualBlock=lambda dim, hidden, mistake=mistake: Block(dim, hidden, **mistake)) == [
             "test_residual_forward"]
 

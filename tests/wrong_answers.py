@@ -340,6 +340,17 @@ def resume(path, run):
 ''',
     },
     "05_debugging_lab": {
+        # the held-out batch's gradient is left in .grad: the update learns from it too
+        "step_with_probe": '''
+def step_with_probe(model, batch, optimizer, probe):
+    optimizer.zero_grad()
+    F.cross_entropy(model(probe[0]), probe[1]).backward()
+    probe_norm = torch.cat([param.grad.flatten() for param in model.parameters()]).norm().item()
+    loss = F.cross_entropy(model(batch[0]), batch[1])
+    loss.backward()
+    optimizer.step()
+    return loss.item(), probe_norm
+''',
         # the outputs are kept as the step left them and cut loose only once the epoch is over: every
         # batch's graph stays alive until then
         "train_epoch_with_outputs": '''
@@ -492,6 +503,17 @@ def time_per_call(fn, device, repeats=10, warmup=2):
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+''',
+        # an element's size read off finfo/iinfo's bits: a complex type counted as one of its two parts
+        "tensor_bytes": '''
+def tensor_bytes(shape, dtype):
+    if dtype == torch.bool:
+        size = 1
+    elif dtype.is_floating_point or dtype.is_complex:
+        size = torch.finfo(dtype).bits // 8
+    else:
+        size = torch.iinfo(dtype).bits // 8
+    return math.prod(shape) * size
 ''',
         # every zero after the conversion counts as an underflow, the input's own zeros too
         "fp16_fate": '''

@@ -229,14 +229,16 @@ def check_weighted_backward_one_entry(weighted_backward, outputs=None, weights=N
 
 @checks.keeps_random_state
 def check_second_derivative(second_derivative) -> None:
-    """(t³)'' = 6t and sin'' = −sin at random points; the caller's x is left as it was."""
+    """(t³)'' = 6t at random points of one dimension and sin'' = −sin at random points of two (the
+    task says any shape); the caller's x is left as it was."""
     hint = HINTS["second_derivative"]
     generator = checks.fresh_generator()
-    x = torch.randn(int(torch.randint(2, 7, (), generator=generator)), generator=generator,
-                    dtype=torch.float64)
-    before = x.clone()
-    for label, function, expected in [("t**3", lambda t: t ** 3, 6 * before),
-                                      ("torch.sin", torch.sin, -torch.sin(before))]:
+    size = int(torch.randint(2, 7, (), generator=generator))
+    line = torch.randn(size, generator=generator, dtype=torch.float64)
+    grid = torch.randn(2, size, generator=generator, dtype=torch.float64)
+    for label, function, x, expected in [("t**3", lambda t: t ** 3, line, 6 * line),
+                                         ("torch.sin", torch.sin, grid, -torch.sin(grid))]:
+        before = x.clone()
         name = f"second_derivative({label}, x {tuple(x.shape)})"
         got = _run("check_second_derivative", second_derivative, function, x, name=name, hint=hint)
         checks.check_close(got, expected, name=name, hint=hint)

@@ -354,7 +354,8 @@ def check_tensor_bytes(tensor_bytes) -> None:
     for shape, dtype, expected in [((1024, 1024), torch.float32, 4 * 2**20),
                                    ((1024, 1024), torch.bfloat16, 2 * 2**20),
                                    ((3, 224, 224), torch.float16, 301056), ((), torch.float64, 8),
-                                   ((65536, 65536, 4096), torch.float16, 2**45)]:   # 32 TiB: never allocated
+                                   ((65536, 65536, 4096), torch.float16, 2**45),    # 32 TiB: never allocated
+                                   ((5, 3), torch.complex64, 120), ((10,), torch.bool, 10)]:
         _bytes_are(check, tensor_bytes, shape, dtype, expected)
     generator = checks.fresh_generator()
     shape = tuple(torch.randint(1, 300, (int(torch.randint(1, 4, (), generator=generator)),),
@@ -978,9 +979,10 @@ def check_skipped_steps(skipped_steps) -> None:
 # When a class is graded, these exercises' points also need the student's function to return what
 # the reference returns on inputs the judge draws from the class's secret (graders/judge/calls.py).
 def _shapes_and_dtypes(generator):
-    dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.float64, torch.int64)
+    dtypes = (torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.float64, torch.int64,
+              torch.complex64, torch.bool)
     return [(tuple(int(v) for v in torch.randint(1, 50, (rank,), generator=generator)), dtype)
-            for rank, dtype in zip((1, 2, 3, 4, 2, 1), dtypes, strict=True)]
+            for rank, dtype in zip((1, 2, 3, 4, 2, 1, 2, 3), dtypes, strict=True)]
 
 
 def _magnitudes(generator):

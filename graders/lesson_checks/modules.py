@@ -161,6 +161,7 @@ def _build_block(block_class, dim: int, hidden: int):
     hint, label = HINTS["residual_block"], f"ResidualBlock({dim}, {hidden})"
     block = checks.check_runs(block_class, dim, hidden, name=label, hint=hint)
     checks.check_type(block, nn.Module, name=label, hint=hint)
+    checks.check_type(getattr(block, "norm", None), nn.LayerNorm, name=f"{label}.norm", hint=hint)
     for part in ("fc1", "fc2"):
         checks.check_type(getattr(block, part, None), nn.Linear, name=f"{label}.{part}", hint=hint)
     return block
@@ -168,31 +169,38 @@ def _build_block(block_class, dim: int, hidden: int):
 
 @checks.keeps_random_state
 def check_residual_structure(block_class, dim: int, hidden: int) -> None:
-    """fc1 goes from dim to hidden, fc2 back to dim, and both are registered."""
+    """norm works on vectors of size dim, fc1 goes from dim to hidden, fc2 back to dim, and all three are
+    registered."""
     __tracebackhide__ = True
     hint, label = HINTS["residual_block"], f"ResidualBlock({dim}, {hidden})"
     block = _build_block(block_class, dim, hidden)
+    checks.check_equal(tuple(block.norm.normalized_shape), (dim,), hint=hint,
+                       name=f"{label}.norm.normalized_shape")
     for part, shape in (("fc1", (hidden, dim)), ("fc2", (dim, hidden))):
         checks.check_equal(tuple(getattr(block, part).weight.shape), shape, hint=hint,
                            name=f"{label}.{part}.weight.shape")
-    checks.check_equal(sum(p.numel() for p in block.parameters()), 2 * dim * hidden + hidden + dim, hint=hint,
+    expected = 2 * dim * hidden + hidden + dim + 2 * dim  # fc1, fc2, then norm's scale and shift
+    checks.check_equal(sum(p.numel() for p in block.parameters()), expected, hint=hint,
                        name=checks.both(f"número de parámetros registrados de {label}",
                                         f"number of registered parameters of {label}"))
 
 
 # ResidualBlock(2, 3) with weights set by hand: fc1 (weight, bias), fc2 (weight, bias), x, expected.
-# In the first row the third hidden value is negative, so the activation matters.
+# norm keeps its starting scale 1 and shift 0: a row of two values normalises to [1, -1] or [-1, 1]
+# (up to LayerNorm's eps, far inside the tolerance). Hidden values: [1, 0, 0] and [0, 1, 0], so the
+# activation matters; skipping norm changes the second row, adding the normalised x changes both.
 _RESIDUAL_BY_HAND = (
     ([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [0.0, 0.0, -1.0]),
     ([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0]], [0.5, 0.0]),
-    [[1.0, -2.0], [3.0, 1.0]],
-    [[2.5, -2.0], [9.5, -1.0]],
+    [[1.0, -2.0], [0.0, 4.0]],
+    [[2.5, -2.0], [0.5, 5.0]],
 )
 
 
 @checks.keeps_random_state
 def check_residual_forward(block_class) -> None:
-    """A case computed by hand; fc2 at zero gives back x; a dead hidden layer leaves x + fc2's bias."""
+    """A case computed by hand; fc2 at zero gives back x (the raw x, not the normalised one); a dead
+    hidden layer leaves x + fc2's bias."""
     __tracebackhide__ = True
     hint = HINTS["residual_block"]
     fc1, fc2, x, expected = _RESIDUAL_BY_HAND
@@ -1011,14 +1019,15 @@ def _shape_or_none(tensor):
 
 
 def residual_structure_outcome(block_class, dim: int, hidden: int, seed: int) -> dict:
-    """``ResidualBlock(dim, hidden)``: fc1's and fc2's weight and bias shapes, the number of
+    """``ResidualBlock(dim, hidden)``: norm's, fc1's and fc2's weight and bias shapes, the number of
     parameters, and the shape of its output."""
     with checks.seeded(seed):
         block = block_class(dim, hidden)
         output = block(torch.randn(3, dim))
-    parts = {part: getattr(block, part) for part in ("fc1", "fc2")}
+    parts = {part: getattr(block, part) for part in ("norm", "fc1", "fc2")}
     return {"a module": isinstance(block, nn.Module),
-            **{f"{part} linear": isinstance(layer, nn.Linear) for part, layer in parts.items()},
+            "norm a LayerNorm": isinstance(block.norm, nn.LayerNorm),
+            **{f"{part} linear": isinstance(parts[part], nn.Linear) for part in ("fc1", "fc2")},
             **{f"{part}.weight": _shape_or_none(layer.weight) for part, layer in parts.items()},
             **{f"{part}.bias": _shape_or_none(layer.bias) for part, layer in parts.items()},
             "parameters": sum(parameter.numel() for parameter in block.parameters()),
@@ -1026,20 +1035,23 @@ def residual_structure_outcome(block_class, dim: int, hidden: int, seed: int) ->
 
 
 def _block_cases(generator) -> list:
-    """(dim, hidden, fc1 (weight, bias), fc2 (weight, bias), x, seed); x with one or two leading
-    dimensions."""
+    """(dim, hidden, norm (scale, shift), fc1 (weight, bias), fc2 (weight, bias), x, seed); x with one
+    or two leading dimensions. dim 1 normalises every x to norm's shift: that case stays, the others
+    have dim >= 2."""
     cases = []
     for dim, hidden, seed in _block_sizes(generator):
         lead = _sizes(generator, _random_size(generator, 1, 3), 1, 5)
+        norm = (1 + 0.5 * torch.randn(dim, generator=generator), 0.5 * torch.randn(dim, generator=generator))
         fc1, fc2 = _layer_values(generator, dim, hidden), _layer_values(generator, hidden, dim)
-        cases.append((dim, hidden, fc1, fc2, torch.randn(*lead, dim, generator=generator), seed))
+        cases.append((dim, hidden, norm, fc1, fc2, torch.randn(*lead, dim, generator=generator), seed))
     return cases
 
 
-def residual_forward_outcome(block_class, dim: int, hidden: int, fc1, fc2, x, seed: int):
-    """``ResidualBlock(dim, hidden)(x)`` with fc1 and fc2 set to the judge's weights."""
+def residual_forward_outcome(block_class, dim: int, hidden: int, norm, fc1, fc2, x, seed: int):
+    """``ResidualBlock(dim, hidden)(x)`` with norm, fc1 and fc2 set to the judge's values."""
     with checks.seeded(seed):
         block = block_class(dim, hidden)
+    _set_exactly(block.norm, *norm)
     _set_exactly(block.fc1, *fc1)
     _set_exactly(block.fc2, *fc2)
     with checks.seeded(seed):
