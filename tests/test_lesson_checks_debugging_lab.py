@@ -491,26 +491,16 @@ def test_epoch_right_answers_step_like_the_reference(answer):
 GRAPHS_ALIVE = ["earlier batches whose graph is still alive during the epoch", "expected: 0 (int)"]
 
 
-def test_outputs_kept_with_their_graph_lose_only_the_outputs_point():
-    lesson.check_epoch_steps(outputs_kept_with_their_graph)
-    failure(lesson.check_epoch_outputs, outputs_kept_with_their_graph, says=GRAPHS_ALIVE)
-
-
-def test_outputs_not_detached_lose_the_outputs_point():
-    lesson.check_epoch_steps(outputs_not_detached)
-    failure(lesson.check_epoch_outputs, outputs_not_detached,
-            says=["[1].requires_grad", "expected: False", "got: True"])
-
-
-def test_loss_tensors_kept_until_the_end_lose_the_outputs_point():
-    lesson.check_epoch_steps(losses_kept_as_tensors)
-    failure(lesson.check_epoch_outputs, losses_kept_as_tensors, says=GRAPHS_ALIVE)
-
-
-def test_the_last_loss_kept_after_the_epoch_loses_the_outputs_point():
-    lesson.check_epoch_steps(keeps_its_last_loss)
-    failure(lesson.check_epoch_outputs, keeps_its_last_loss,
-            says=["batches whose graph is still alive when train_epoch_with_outputs(", "got: 1 (int)"])
+@pytest.mark.parametrize(("answer", "says"), [
+    (outputs_kept_with_their_graph, GRAPHS_ALIVE),
+    (outputs_not_detached, ["[1].requires_grad", "expected: False", "got: True"]),
+    (losses_kept_as_tensors, GRAPHS_ALIVE),
+    (keeps_its_last_loss, ["batches whose graph is still alive when train_epoch_with_outputs(",
+                           "got: 1 (int)"]),
+], ids=["outputs detached at the end", "outputs not detached", "losses kept as tensors", "last loss kept"])
+def test_a_graph_kept_past_its_batch_loses_only_the_outputs_point(answer, says):
+    lesson.check_epoch_steps(answer)
+    failure(lesson.check_epoch_outputs, answer, says=says)
 
 
 def test_outputs_from_a_second_forward_fail_both_checks():
