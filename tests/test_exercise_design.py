@@ -10,8 +10,7 @@
 - Every concept check scores each question (partial credit).
 - Copy-work stays rare: the solution cells with a quarter or more of their answer lines printed
   elsewhere in their edition (the idioms every training loop has aside) are exactly those named in
-  COPIED_FROM_THE_LESSON, the debugging lab's repairs of a function it shows; one that stops
-  copying leaves the list.
+  COPIED_FROM_THE_LESSON (at most 4, as issue 34 asks); one that stops copying leaves the list.
 - Every library call a check switches off while the answer runs is named in the exercise's text,
   in both editions: a student learns it from the task, not from a failure.
 """
@@ -36,7 +35,8 @@ from graders.nbgrader_adapter import grade_id, is_grade_cell, is_solution_cell
 
 SHORTEST_ANSWER_LINE = 12
 LONGEST_VISIBLE_GRADE_CELL = 15
-# Repairs of a function the lab shows broken: the answer is the shown function with its bug fixed.
+# The lab's two scripts with unnamed faults, repaired by design, and first_bad_step, whose one shown
+# line is the call of the training step it is given.
 COPIED_FROM_THE_LESSON = {f"05_debugging_lab {exercise}" for exercise in (
     "first_bad_step", "fit_regressor_fixed", "train_and_evaluate_fixed")}
 # Lines every training loop writes: shown everywhere, they give no exercise away (squeezed).
@@ -203,6 +203,7 @@ def test_few_exercises_can_be_answered_from_lines_the_lesson_prints(language):
     copied = {f"{lesson} {exercise}": f"{share:.0%}" for lesson in LESSONS
               for exercise, share in shown_elsewhere(lesson, language).items() if share >= 0.25}
     assert set(copied) == COPIED_FROM_THE_LESSON, copied
+    assert len(COPIED_FROM_THE_LESSON) <= 4, "issue 34: at most 4 such cells in the course"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
