@@ -1,10 +1,11 @@
 """Lesson 05 (debugging lab): the spies, recorders and visible checks its grade cells call.
 
 The checks watch what a student's function does instead of redoing it: a :class:`_Trace` collects
-the forward passes of a :class:`_RecordingModel`, the gradients backward delivers (hooks on the
-parameters, which run before the gradient is added to ``.grad``) and the updates of a
-``checks.SpySGD``. While an answer that is a loop runs, ``course.training``'s loops are switched
-off (``SHORTCUTS``). Hidden tests compare with reference implementations that live in the grade cells.
+the forward passes of a :class:`_RecordingModel`, its backward passes (hooks on the parameters,
+which run before the gradient is added to ``.grad``: a pass onto stale gradients shows) and the
+gradients each update of a ``checks.SpySGD`` used. While an answer that is a loop runs,
+``course.training``'s loops are switched off (``SHORTCUTS``). Hidden tests compare with reference
+implementations that live in the grade cells.
 """
 
 import contextlib
@@ -111,29 +112,24 @@ def _describe_events(events) -> str:
 
 
 class _Trace:
-    """What a training step did, in order, and the tensors it involved."""
+    """What a training step did, in order, and the gradients each optimizer step used."""
 
     def __init__(self):
         self.events = []
-        self.outputs = []      # each forward pass's output, detached
-        self.delivered = {}    # parameter name → the gradient backward delivered in this call
         self.seen = []         # for each optimizer step: the gradients it used
 
     def clear(self):
         self.__init__()
 
-    def forward(self, output, training: bool):
+    def forward(self, training: bool):
         mode = "forward" if training else "forward in eval"
         self.events.append(mode if torch.is_grad_enabled() else f"{mode}+no graph")
-        self.outputs.append(output.detach().clone())
 
-    def gradient(self, name, param, grad):
-        """Called before ``grad`` is added to ``param.grad``: the first one opens a backward pass."""
+    def gradient(self, param):
+        """Called before a gradient is added to ``param.grad``: the first one opens a backward pass."""
         if not self.events or self.events[-1] not in ("backward", "stale backward"):
             stale = param.grad is not None and bool(param.grad.ne(0).any())
             self.events.append("stale backward" if stale else "backward")
-            self.delivered = {}
-        self.delivered[name] = self.delivered.get(name, 0) + grad.detach().clone()
 
     def step(self, grads):
         self.events.append("step")
@@ -141,7 +137,7 @@ class _Trace:
 
 
 class _RecordingModel(nn.Module):
-    """A model that writes down each forward pass: its mode, whether it builds a graph, its output."""
+    """A model that writes down each forward pass: its mode and whether it builds a graph."""
 
     def __init__(self, inner, trace):
         super().__init__()
@@ -150,15 +146,15 @@ class _RecordingModel(nn.Module):
 
     def forward(self, x):
         output = self.inner(x)
-        self.trace.forward(output, self.training)
+        self.trace.forward(self.training)
         return output
 
 
 @contextlib.contextmanager
 def _watching_gradients(model, trace):
-    """Hooks on every parameter that tell ``trace`` about the gradients backward delivers."""
-    handles = [param.register_hook(lambda grad, name=name, param=param: trace.gradient(name, param, grad))
-               for name, param in model.named_parameters()]
+    """Hooks on every parameter that tell ``trace`` when backward delivers a gradient, and onto what."""
+    handles = [param.register_hook(lambda grad, param=param: trace.gradient(param))
+               for param in model.parameters()]
     try:
         yield
     finally:
@@ -252,7 +248,7 @@ def check_probe_step_returns(step_with_probe, seed=502, n_in=4, n_classes=5, cal
 
 @checks.keeps_random_state
 def check_like_reference(function, reference, model, batch, lr, *, label, exercise, calls=3,
-                         extra=(), start_in_eval=False):
+                         extra=()):
     """Hidden tests: ``function`` and ``reference`` on twin models, with old gradients in ``.grad``.
 
     After each call they must have returned the same, and left the same parameters, buffers and mode.
@@ -260,7 +256,6 @@ def check_like_reference(function, reference, model, batch, lr, *, label, exerci
     twin = copy.deepcopy(model)
     for net in (model, twin):
         _leave_old_gradients(net)
-        net.train(not start_in_eval)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     twin_optimizer = torch.optim.SGD(twin.parameters(), lr=lr)
     hint = HINTS[exercise]
